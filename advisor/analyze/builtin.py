@@ -1,0 +1,10 @@
+"""Imports every built-in analyzer module, so that each registers itself."""
+
+from advisor.analyze import (  # noqa: F401
+    dataloader,
+    operators,
+    optimizer,
+    source_lines,
+    step_split,
+    trace_info,
+)

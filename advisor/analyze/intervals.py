@@ -1,0 +1,123 @@
+"""Vectorised interval arithmetic on int64 nanosecond arrays.
+
+Everything here works on numpy arrays of starts and ends, with no Python loop
+over events: sort, running maxima and ``searchsorted`` only. The nesting
+functions assume what holds for host events of one thread: intervals are
+properly nested (a child starts and ends inside its parent).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["clip", "covered", "enclosing", "nest", "self_time", "union"]
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge overlapping intervals; return sorted, disjoint (starts, ends)."""
+    if len(starts) == 0:
+        return np.empty(0, "int64"), np.empty(0, "int64")
+    order = np.argsort(starts, kind="stable")
+    s = np.asarray(starts, "int64")[order]
+    e = np.maximum.accumulate(np.asarray(ends, "int64")[order])
+    # A new run starts where the interval begins after everything before it ended.
+    new = np.empty(len(s), bool)
+    new[0] = True
+    new[1:] = s[1:] > e[:-1]
+    run = np.cumsum(new) - 1
+    out_s = s[new]
+    out_e = np.zeros(len(out_s), "int64")
+    np.maximum.at(out_e, run, e)
+    return out_s, out_e
+
+
+def covered(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length of the union of the intervals."""
+    s, e = union(starts, ends)
+    return int((e - s).sum())
+
+
+def clip(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The parts of the intervals inside [lo, hi]; empty ones dropped."""
+    s = np.maximum(starts, lo)
+    e = np.minimum(ends, hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def nest(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Parent index (-1 for roots) and depth of each interval of one thread.
+
+    Inputs in any order; outputs aligned with the inputs. A parent is the
+    innermost interval that contains the child; equal intervals nest in input
+    order of their sorted position (the earlier, longer one is the parent).
+    """
+    n = len(starts)
+    parent = np.full(n, -1, "int64")
+    depth = np.zeros(n, "int64")
+    if n == 0:
+        return parent, depth
+    starts = np.asarray(starts, "int64")
+    ends = np.asarray(ends, "int64")
+    order = np.lexsort((-ends, starts))  # by start, then longest first
+    s, e = starts[order], ends[order]
+    # Intervals that ended by the time i starts are not its ancestors. Every such
+    # interval sorts before i, except zero-length ones at the same instant that
+    # sort after it (and i itself when it has zero length).
+    ended = np.searchsorted(np.sort(e), s, side="right")
+    zero = e <= s
+    later_zero = _count_later_zero(s, zero)
+    d = np.arange(n) - (ended - later_zero)
+    d = np.maximum(d, 0)
+    par_sorted = np.full(n, -1, "int64")
+    positions = np.arange(n)
+    for level in range(1, int(d.max()) + 1):
+        here = positions[d == level]
+        above = positions[d == level - 1]
+        if len(above) == 0 or len(here) == 0:
+            continue
+        k = np.searchsorted(above, here, side="left") - 1
+        ok = k >= 0
+        par_sorted[here[ok]] = above[k[ok]]
+    parent_pos = np.where(par_sorted >= 0, order[np.maximum(par_sorted, 0)], -1)
+    parent[order] = parent_pos
+    depth[order] = d
+    return parent, depth
+
+
+def _count_later_zero(s: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """For each i: zero-length intervals at index >= i with the same start as i."""
+    n = len(s)
+    out = np.zeros(n, "int64")
+    if not zero.any():
+        return out
+    # Within each group of equal starts, zero-length intervals sort last
+    # (longest first), so count them from the end of the group.
+    group_end = np.searchsorted(s, s, side="right")
+    zero_cum = np.concatenate([[0], np.cumsum(zero)])
+    out = zero_cum[group_end] - zero_cum[np.arange(n)]
+    return out.astype("int64")
+
+
+def self_time(durations: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Duration minus the durations of direct children."""
+    child_total = np.zeros(len(durations), "float64")
+    has = parent >= 0
+    np.add.at(child_total, parent[has], durations[has])
+    return np.maximum(durations - child_total.astype("int64"), 0)
+
+
+def enclosing(parent: np.ndarray, depth: np.ndarray, is_candidate: np.ndarray) -> np.ndarray:
+    """For each interval, the index of its nearest strict ancestor that is a candidate, or -1."""
+    n = len(parent)
+    out = np.full(n, -1, "int64")
+    if n == 0:
+        return out
+    positions = np.arange(n)
+    for level in range(1, int(depth.max()) + 1):
+        here = positions[depth == level]
+        p = parent[here]
+        ok = p >= 0
+        here, p = here[ok], p[ok]
+        out[here] = np.where(is_candidate[p], p, out[p])
+    return out

@@ -1,0 +1,90 @@
+"""The analyzer contract and registry.
+
+An analyzer is a pure function from a view of the tables to a dict of fact
+values. It is declared with :func:`analyzer`, which records:
+
+- ``needs``: the tables it reads (see ``TraceView.has``). When one is absent
+  the analyzer is skipped and the reason is kept in ``Findings.skipped``.
+- ``provides``: a :class:`FactSpec` for every fact it may return. Returning
+  an undeclared fact is a programming error; not returning a declared one
+  means "not measurable in this run" (rules reading it are not applicable).
+
+``all_specs()`` is what ``advisor facts`` prints and what rule lint checks
+fact names against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from advisor.analyze.findings import FactSpec, Finding, Findings
+
+__all__ = ["Analyzer", "all_specs", "analyzer", "registered", "run_analyzers"]
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    name: str
+    stage: str
+    needs: tuple[str, ...]
+    provides: tuple[FactSpec, ...]
+    func: Callable[[Any], Mapping[str, Any]]
+    doc: str
+
+
+_REGISTRY: dict[str, Analyzer] = {}
+
+
+def analyzer(name: str, *, needs: Iterable[str] = (), provides: Iterable[FactSpec], stage: str = "framework"
+             ) -> Callable[[Callable[[Any], Mapping[str, Any]]], Callable[[Any], Mapping[str, Any]]]:
+    """Register a function as an analyzer of ``stage``."""
+
+    def register(func: Callable[[Any], Mapping[str, Any]]) -> Callable[[Any], Mapping[str, Any]]:
+        if name in _REGISTRY:
+            raise ValueError(f"analyzer {name!r} is registered twice")
+        specs = tuple(provides)
+        doc = (func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else ""
+        _REGISTRY[name] = Analyzer(name, stage, tuple(needs), specs, func, doc)
+        return func
+
+    return register
+
+
+def _load_builtin() -> None:
+    # Importing the modules registers their analyzers.
+    from advisor.analyze import builtin  # noqa: F401
+
+
+def registered(stage: str | None = None) -> list[Analyzer]:
+    _load_builtin()
+    return [a for a in _REGISTRY.values() if stage is None or a.stage == stage]
+
+
+def all_specs() -> dict[str, FactSpec]:
+    """Every fact any analyzer provides, by name."""
+    out: dict[str, FactSpec] = {}
+    for a in registered():
+        for spec in a.provides:
+            out[spec.name] = spec
+    return out
+
+
+def run_analyzers(view: Any, stage: str = "framework", evidence: str = "") -> Findings:
+    """Run every analyzer of ``stage`` over ``view``; skip, with the reason, those whose tables are missing."""
+    findings = Findings()
+    for a in registered(stage):
+        missing = [t for t in a.needs if not view.has(t)]
+        if missing:
+            findings.skipped[a.name] = f"needs {', '.join(missing)}, which this trace does not have"
+            continue
+        specs = {s.name: s for s in a.provides}
+        for name, value in a.func(view).items():
+            spec = specs.get(name)
+            if spec is None:
+                raise AssertionError(f"analyzer {a.name} returned undeclared fact {name!r}")
+            if value is None:
+                continue
+            findings.add(Finding(name, value, spec.unit, a.name, evidence))
+    return findings

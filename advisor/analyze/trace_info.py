@@ -1,0 +1,41 @@
+"""What kind of trace this is: devices, ranks, and which evidence it carries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.analyze.findings import FactSpec
+from advisor.analyze.registry import analyzer
+from advisor.analyze.view import TraceView
+
+PROVIDES = (
+    FactSpec("trace.has_gpu", "bool", "the trace has GPU kernels, copies or memsets"),
+    FactSpec("trace.device", "text", "name of the first GPU in deviceProperties, or 'cpu'"),
+    FactSpec("trace.vendor", "text", "cpu, nvidia or amd"),
+    FactSpec("trace.rank", "count", "this trace's rank (0 when not distributed)"),
+    FactSpec("trace.world_size", "count", "number of ranks in the job (1 when not distributed)"),
+    FactSpec("trace.source_labels", "bool", "ops carry exact call sites (advisor::src labels)"),
+    FactSpec("trace.python_stacks", "bool", "the trace has Python frames (with_stack=True)"),
+    FactSpec("trace.cpu_ops", "count", "number of CPU operator events in the trace"),
+)
+
+
+@analyzer("trace_info", provides=PROVIDES)
+def trace_info(view: TraceView) -> dict[str, Any]:
+    """Devices, ranks and which kinds of evidence the trace carries."""
+    cats = set(view.events["cat"].astype(str).unique())
+    devices = view.trace.devices
+    names = " ".join(str(d.get("name", "")) for d in devices)
+    runtime = view.events[view.events["cat"] == "cuda_runtime"]["name"].astype(str)
+    amd = "AMD" in names or "Radeon" in names or "Instinct" in names or bool(runtime.str.startswith("hip").any())
+    has_gpu = view.trace.has_gpu
+    return {
+        "trace.has_gpu": has_gpu,
+        "trace.device": str(devices[0].get("name", "gpu")) if devices else ("gpu" if has_gpu else "cpu"),
+        "trace.vendor": ("amd" if amd else "nvidia") if has_gpu else "cpu",
+        "trace.rank": int(view.meta.get("rank", 0) or 0),
+        "trace.world_size": int(view.meta.get("world_size", 1) or 1),
+        "trace.source_labels": bool(view.host["src_exact"].any()),
+        "trace.python_stacks": "python_function" in cats,
+        "trace.cpu_ops": int((view.events["cat"] == "cpu_op").sum()),
+    }

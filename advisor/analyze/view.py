@@ -1,0 +1,275 @@
+"""The tables analyzers read: one trace's loaded tables plus the shared derived ones.
+
+A :class:`TraceView` wraps a loaded :class:`~advisor.load.kineto.KinetoTrace`
+and derives, once and lazily, what several analyzers need:
+
+``steps``
+    One row per analysed step: step, start, end, dur (int64 ns). The steps
+    are the ``ProfilerStep#N`` ranges on the main thread; a trace without
+    them is analysed as one window over all its host events.
+``host``
+    Host events (cpu_op, user_annotation, python_function, cuda_runtime,
+    cuda_driver) with their nesting (parent, depth), op self time
+    (``self_ns``, cpu_op only), step index, phase, and where known the
+    user's source line (``src_file``, ``src_line``, ``src_func``) and the
+    ``module`` path.
+``phase_intervals``
+    phase -> merged (starts, ends) on the main thread; see :mod:`.phases`.
+
+Analyzers are pure functions of a view; they never change it.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.analyze import intervals
+from advisor.analyze.source import is_user_frame, parse_module_name, parse_python_frame, parse_source_label
+from advisor.load.kineto import KinetoTrace
+from advisor.naming import SOURCE_PREFIX, STEP_PREFIX
+
+__all__ = ["HOST_CATS", "TraceView"]
+
+HOST_CATS = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver")
+
+
+class TraceView:
+    """One trace, ready for analysis."""
+
+    def __init__(self, trace: KinetoTrace, run_meta: dict[str, Any] | None = None) -> None:
+        self.trace = trace
+        self.run_meta = run_meta or {}
+
+    # raw tables ------------------------------------------------------------------
+    @property
+    def events(self) -> pd.DataFrame:
+        return self.trace.events
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.trace.meta
+
+    def has(self, table: str) -> bool:
+        """Whether a named table is present and non-empty (for analyzers' ``needs``)."""
+        if table in ("cpu_op", "user_annotation", "kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime",
+                     "cuda_sync", "python_function", "gpu_user_annotation", "cuda_driver"):
+            return bool((self.events["cat"] == table).any())
+        if table == "gpu":
+            return self.trace.has_gpu
+        if table == "memory":
+            return len(self.trace.memory) > 0
+        if table == "steps":
+            return bool(self.profiler_steps_present)
+        if table == "source_lines":
+            return bool(self.host["src_line"].ge(0).any())
+        if table == "flows":
+            return len(self.trace.flows) > 0
+        raise KeyError(f"unknown table {table!r}")
+
+    # steps -----------------------------------------------------------------------
+    @cached_property
+    def main_tid(self) -> int:
+        """The thread that runs the training loop."""
+        steps = self._step_events()
+        if len(steps):
+            return int(steps["tid"].mode().iloc[0])
+        ops = self.events[self.events["cat"] == "cpu_op"]
+        if len(ops) == 0:
+            host = self.events[self.events["cat"].isin(HOST_CATS)]
+            return int(host["tid"].mode().iloc[0]) if len(host) else 0
+        return int(ops.groupby("tid")["dur"].sum().idxmax())
+
+    def _step_events(self) -> pd.DataFrame:
+        e = self.events
+        names = e["name"].astype(str)
+        return e[(e["cat"] == "user_annotation") & names.str.startswith(STEP_PREFIX)]
+
+    @cached_property
+    def profiler_steps_present(self) -> bool:
+        return len(self._step_events()) > 0
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        ev = self._step_events()
+        ev = ev[ev["tid"] == self.main_tid] if len(ev) else ev
+        if len(ev):
+            numbers = ev["name"].astype(str).str.slice(len(STEP_PREFIX)).str.extract(r"^(\d+)")[0]
+            out = pd.DataFrame({
+                "step": pd.to_numeric(numbers, errors="coerce").fillna(-1).astype("int64").to_numpy(),
+                "start": ev["ts"].to_numpy(), "end": ev["end"].to_numpy(),
+            })
+        else:
+            host = self.events[self.events["cat"].isin(HOST_CATS)]
+            if len(host) == 0:
+                host = self.events
+            start = int(host["ts"].min()) if len(host) else 0
+            end = int(host["end"].max()) if len(host) else 0
+            out = pd.DataFrame({"step": [-1], "start": [start], "end": [end]})
+        out = out.sort_values("start", kind="stable").reset_index(drop=True)
+        out["dur"] = out["end"] - out["start"]
+        return out
+
+    @property
+    def window(self) -> tuple[int, int]:
+        """The analysed window: first step start to last step end."""
+        return int(self.steps["start"].min()), int(self.steps["end"].max())
+
+    @property
+    def step_count(self) -> int:
+        return len(self.steps)
+
+    def step_of(self, ts: np.ndarray) -> np.ndarray:
+        """Index into ``steps`` of the step containing each timestamp, or -1."""
+        st = self.steps
+        idx = np.searchsorted(st["start"].to_numpy(), ts, side="right") - 1
+        ok = (idx >= 0) & (ts < st["end"].to_numpy()[np.maximum(idx, 0)])
+        return np.where(ok, idx, -1)
+
+    # host events -----------------------------------------------------------------
+    @cached_property
+    def host(self) -> pd.DataFrame:
+        e = self.events
+        host = e[e["cat"].isin(HOST_CATS)].copy()
+        host["cat"] = host["cat"].astype(str)
+        host["name"] = host["name"].astype(str)
+        n = len(host)
+        parent = np.full(n, -1, "int64")
+        depth = np.zeros(n, "int64")
+        self_ns = np.zeros(n, "int64")
+        ts, end, dur = host["ts"].to_numpy(), host["end"].to_numpy(), host["dur"].to_numpy()
+        tids = host["tid"].to_numpy()
+        is_op = (host["cat"] == "cpu_op").to_numpy()
+        op_top = np.zeros(n, bool)
+        for tid in np.unique(tids):
+            rows = np.flatnonzero(tids == tid)
+            p, d = intervals.nest(ts[rows], end[rows])
+            parent[rows] = np.where(p >= 0, rows[np.maximum(p, 0)], -1)
+            depth[rows] = d
+            ops = rows[is_op[rows]]
+            if len(ops):
+                # Self time counts only ops: annotations around an op take nothing from it.
+                op_parent, _ = intervals.nest(ts[ops], end[ops])
+                self_ns[ops] = intervals.self_time(dur[ops], op_parent)
+                op_top[ops] = op_parent < 0
+        host["parent"] = parent
+        host["depth"] = depth
+        host["self_ns"] = self_ns
+        host["op_top"] = op_top
+        host["step"] = self.step_of(ts)
+        self._attach_sources(host)
+        self._attach_phases(host)
+        return host.reset_index(drop=True)
+
+    def _attach_sources(self, host: pd.DataFrame) -> None:
+        names = host["name"].to_numpy(dtype=object)
+        cats = host["cat"].to_numpy(dtype=object)
+        parent = host["parent"].to_numpy()
+        depth = host["depth"].to_numpy()
+        n = len(names)
+        files = np.full(n, "", dtype=object)
+        lines = np.full(n, -1, "int64")
+        funcs = np.full(n, "", dtype=object)
+        module = np.full(n, "", dtype=object)
+        exact = np.zeros(n, bool)
+        # Parse each candidate name once; events then take their ancestor's values by index.
+        is_src = np.zeros(n, bool)
+        is_user_py = np.zeros(n, bool)
+        is_module = np.zeros(n, bool)
+        for i, name in enumerate(names):
+            if name.startswith(SOURCE_PREFIX):
+                where = parse_source_label(name)
+                if where:
+                    is_src[i] = True
+                    files[i], lines[i], funcs[i] = where
+            elif cats[i] == "python_function":
+                frame = parse_python_frame(name)
+                if frame and is_user_frame(frame[0]):
+                    is_user_py[i] = True
+                    files[i], lines[i], funcs[i] = frame
+            path = parse_module_name(name)
+            if path is not None:
+                is_module[i] = True
+                module[i] = path
+        src_idx = intervals.enclosing(parent, depth, is_src)
+        src_idx[is_src] = np.flatnonzero(is_src)
+        py_idx = intervals.enclosing(parent, depth, is_user_py)
+        mod_idx = intervals.enclosing(parent, depth, is_module)
+        take = (src_idx >= 0) & ~is_src
+        files[take], lines[take], funcs[take] = files[src_idx[take]], lines[src_idx[take]], funcs[src_idx[take]]
+        exact[src_idx >= 0] = True
+        fallback = (~exact) & (py_idx >= 0)
+        files[fallback], lines[fallback], funcs[fallback] = (
+            files[py_idx[fallback]], lines[py_idx[fallback]], funcs[py_idx[fallback]])
+        own = mod_idx >= 0
+        module[own & ~is_module] = module[mod_idx[own & ~is_module]]
+        via = np.full(n, "", dtype=object)
+        self._backward_to_forward(host, parent, depth, files, lines, funcs, exact, via)
+        host["src_file"] = files
+        host["src_line"] = lines
+        host["src_func"] = funcs
+        host["src_exact"] = exact
+        host["src_via"] = via
+        host["module"] = module
+
+    @staticmethod
+    def _backward_to_forward(host: pd.DataFrame, parent: np.ndarray, depth: np.ndarray, files: np.ndarray,
+                             lines: np.ndarray, funcs: np.ndarray, exact: np.ndarray, via: np.ndarray) -> None:
+        """Give backward ops the source line of the forward op they differentiate.
+
+        Autograd runs ``autograd::engine::evaluate_function: XBackward0`` with the
+        sequence number of the forward op that recorded X; everything below it
+        is that op's backward, so it is charged to the forward op's line rather
+        than to the ``loss.backward()`` call.
+        """
+        names = host["name"]
+        seq = host["seq"].to_numpy()
+        is_op = (host["cat"] == "cpu_op").to_numpy()
+        is_bwd = (names.str.startswith("autograd::engine::evaluate_function")).to_numpy() & (seq >= 0)
+        if not is_bwd.any():
+            return
+        under_bwd = intervals.enclosing(parent, depth, is_bwd)
+        forward = is_op & ~is_bwd & (under_bwd < 0) & (seq >= 0) & (lines >= 0)
+        if not forward.any():
+            return
+        fwd_rows = np.flatnonzero(forward)
+        order = np.argsort(seq[fwd_rows], kind="stable")
+        fwd_seq = seq[fwd_rows][order]
+        fwd_rows = fwd_rows[order]
+        owner = np.where(is_bwd, np.arange(len(seq)), under_bwd)
+        has = owner >= 0
+        k = np.searchsorted(fwd_seq, seq[np.maximum(owner, 0)])
+        k = np.minimum(k, max(len(fwd_seq) - 1, 0))
+        match = has & (fwd_seq[k] == seq[np.maximum(owner, 0)])
+        src = fwd_rows[k[match]]
+        rows = np.flatnonzero(match)
+        files[rows], lines[rows], funcs[rows], exact[rows] = files[src], lines[src], funcs[src], exact[src]
+        via[rows] = "backward"
+
+    def _attach_phases(self, host: pd.DataFrame) -> None:
+        from advisor.analyze.phases import PHASE_ORDER
+
+        ts = host["ts"].to_numpy()
+        phase = np.full(len(host), "", dtype=object)
+        for name in reversed(PHASE_ORDER):  # highest priority last, so it wins
+            s, e = self.phase_intervals.get(name, (np.empty(0, "int64"), np.empty(0, "int64")))
+            if len(s):
+                k = np.searchsorted(s, ts, side="right") - 1
+                inside = (k >= 0) & (ts < e[np.maximum(k, 0)])
+                phase[inside] = name
+        host["phase"] = phase
+
+    @cached_property
+    def phase_intervals(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        from advisor.analyze.phases import phase_intervals
+
+        return phase_intervals(self)
+
+    @cached_property
+    def phase_sources(self) -> dict[str, str]:
+        from advisor.analyze.phases import phase_sources
+
+        return phase_sources(self)

@@ -1,0 +1,137 @@
+"""Source-line labels: which line of the user's code called each PyTorch op.
+
+The profiler's own Python tracer names the *function* (``train.py(40):
+forward``) but not the line inside it that made the call. During the profiled
+window a :class:`SourceMarker` (a ``TorchFunctionMode``) sees every call into
+the torch API, walks up the Python stack to the nearest frame in the user's
+code, and wraps the call in a ``record_function`` named::
+
+    advisor::src train.py:57 in augment
+
+so every op below it in the trace carries its call site. Only outermost torch
+calls are wrapped: inside ``__torch_function__`` the mode is off, so nested
+calls are not seen twice.
+
+The mode is inserted at the *bottom* of the torch-function mode stack, so a
+mode the script itself enters and leaves (``with torch.device(...)``) is
+never popped out of order. Under ``torch.compile`` tracing it steps aside.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+from collections.abc import Callable
+from types import CodeType
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from advisor.collect.labels import fast_range
+from advisor.naming import source_label
+
+__all__ = ["SourceMarker"]
+
+_MAX_WALK = 64
+# Metadata queries make no op; labelling them would only bloat the trace.
+_SKIP = frozenset(
+    {"__get__", "__set__", "size", "dim", "numel", "stride", "is_contiguous", "__len__", "data_ptr",
+     "element_size", "__repr__", "__format__", "__hash__", "__iter__", "type", "get_device", "is_floating_point"}
+)
+
+
+def _library_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(str(Path(__file__).resolve().parents[1]))  # advisor itself
+    roots.add(os.path.dirname(torch.__file__))
+    return tuple(sorted(r for r in roots if r))
+
+
+class SourceMarker(TorchFunctionMode):
+    """Labels torch calls with the user's file:line while ``enabled``."""
+
+    def __init__(self, roots: list[Path], direct_only: Callable[[], bool] = lambda: False) -> None:
+        super().__init__()
+        self.direct_only = direct_only
+        self.roots = [str(r.resolve()) for r in roots]
+        self.libraries = _library_roots()
+        self.enabled = False
+        self._display: dict[CodeType, str | None] = {}
+        self._on_stack = False
+
+    # the mode ------------------------------------------------------------------
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if not self.enabled or torch.compiler.is_compiling() or getattr(func, "__name__", "") in _SKIP:
+            return func(*args, **kwargs)
+        frame = sys._getframe(1)
+        # While a batch is fetched, torch calls made by the DataLoader's own code
+        # (per-sample indexing, collate) are not the user's; only direct calls are.
+        for _ in range(1 if self.direct_only() else _MAX_WALK):
+            if frame is None:
+                break
+            display = self._user_path(frame.f_code)
+            if display is not None:
+                label = source_label(display, frame.f_lineno, frame.f_code.co_name)
+                with fast_range(label):
+                    return func(*args, **kwargs)
+            frame = frame.f_back
+        return func(*args, **kwargs)
+
+    def caller_label(self) -> str | None:
+        """The source label of the nearest user frame above the caller, for hooks."""
+        frame = sys._getframe(2)
+        for _ in range(_MAX_WALK):
+            if frame is None:
+                return None
+            display = self._user_path(frame.f_code)
+            if display is not None:
+                return source_label(display, frame.f_lineno, frame.f_code.co_name)
+            frame = frame.f_back
+        return None
+
+    def _user_path(self, code: CodeType) -> str | None:
+        try:
+            return self._display[code]
+        except KeyError:
+            pass
+        display = None
+        filename = code.co_filename
+        if filename and not filename.startswith("<"):
+            full = os.path.abspath(filename)
+            if not full.startswith(self.libraries):
+                for root in self.roots:
+                    if full == root or full.startswith(root + os.sep):
+                        display = os.path.relpath(full, root)
+                        break
+        self._display[code] = display
+        return display
+
+    # stack placement -------------------------------------------------------------
+    def push_bottom(self) -> None:
+        """Put the mode under any modes the script has already entered."""
+        if self._on_stack:
+            return
+        from torch._C import _len_torch_function_stack, _pop_torch_function_stack, _push_on_torch_function_stack
+
+        above = [_pop_torch_function_stack() for _ in range(_len_torch_function_stack())]
+        _push_on_torch_function_stack(self)
+        for mode in reversed(above):
+            _push_on_torch_function_stack(mode)
+        self._on_stack = True
+
+    def remove(self) -> None:
+        """Take the mode off the stack wherever it is, leaving the script's modes in order."""
+        if not self._on_stack:
+            return
+        from torch._C import _len_torch_function_stack, _pop_torch_function_stack, _push_on_torch_function_stack
+
+        modes = [_pop_torch_function_stack() for _ in range(_len_torch_function_stack())]
+        for mode in reversed(modes):
+            if mode is not self:
+                _push_on_torch_function_stack(mode)
+        self._on_stack = False

@@ -1,0 +1,172 @@
+"""Evaluating rules over findings: which fire, and the diagnoses they make.
+
+For each active rule:
+
+- ``when`` is evaluated over the findings. A fact the run lacks makes the
+  rule *not applicable* (recorded with the missing name), never an error.
+- When it fires, the severity tiers pick a level, ``impact.ms_per_step``
+  gives the time per step the fix should give back (clamped to the step
+  time, and to zero from below), the texts are rendered with the run's
+  numbers, and ``evidence`` (a list of records) is attached.
+
+An expression that fails on this run's values (a type error, say) is an
+``error`` outcome with the message: the run goes on and the report shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from advisor.engine.expr import Absent, Environment
+from advisor.engine.rulebook import LoadedRule
+from advisor.engine.schema import Rule, Severity
+from advisor.errors import ExpressionError
+
+__all__ = ["Diagnosis", "Outcome", "evaluate_rule", "evaluate_rules"]
+
+MAX_EVIDENCE_ROWS = 20
+
+
+@dataclass
+class Diagnosis:
+    """A rule that fired, rendered with the run's numbers."""
+
+    rule_id: str
+    name: str
+    stage: str
+    severity: str
+    impact_ms: float | None
+    confidence: str
+    impact_basis: str
+    what: str
+    where: str
+    why: str
+    fix: str
+    fix_code: str = ""
+    escalate: str | None = None
+    knowledge: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    status: str = "stable"
+    source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Diagnosis:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def severity_rank(self) -> int:
+        return Severity(self.severity).rank
+
+
+@dataclass
+class Outcome:
+    """What happened to one rule on this run: fired, quiet, not_applicable or error."""
+
+    rule_id: str
+    result: str
+    reason: str = ""
+
+
+def _env(values: Mapping[str, Any]) -> Environment:
+    return values if isinstance(values, Environment) else Environment(values)
+
+
+def evaluate_rule(loaded: LoadedRule | Rule, values: Mapping[str, Any] | Environment,
+                  step_ms: float | None = None) -> tuple[Outcome, Diagnosis | None]:
+    rule = loaded.rule if isinstance(loaded, LoadedRule) else loaded
+    source = str(loaded.path) if isinstance(loaded, LoadedRule) else ""
+    env = _env(values)
+    compiled = rule.compiled()
+    try:
+        fired = bool(compiled.when.evaluate(env))
+    except Absent as missing:
+        return Outcome(rule.id, "not_applicable", f"needs `{missing.name}`"), None
+    except ExpressionError as exc:
+        return Outcome(rule.id, "error", f"`when`: {exc.message}"), None
+    if not fired:
+        return Outcome(rule.id, "quiet"), None
+    diagnosis = Diagnosis(
+        rule_id=rule.id, name=rule.name, stage=rule.stage, severity=_severity(rule, env),
+        impact_ms=_impact(compiled.impact, env, step_ms), confidence=rule.impact.confidence if rule.impact else "low",
+        impact_basis=rule.impact.basis if rule.impact else "",
+        **{k: t.render(env) for k, t in compiled.texts.items()},
+        fix_code=rule.fix_code.strip("\n"), escalate=rule.escalate, knowledge=list(rule.knowledge),
+        references=list(rule.references), evidence=_evidence(compiled.evidence, env),
+        facts=_facts_used(compiled.references(), env), status=rule.status, source=source,
+    )
+    return Outcome(rule.id, "fired"), diagnosis
+
+
+def _severity(rule: Rule, env: Environment) -> str:
+    if isinstance(rule.severity, Severity):
+        return rule.severity.value
+    for level, expr in rule.compiled().tiers:
+        try:
+            if expr.evaluate(env):
+                return level.value
+        except (Absent, ExpressionError):
+            continue
+    return min((t.level for t in rule.severity), key=lambda s: s.rank).value
+
+
+def _impact(expr: Any, env: Environment, step_ms: float | None) -> float | None:
+    if expr is None:
+        return None
+    try:
+        value = expr.evaluate(env)
+    except (Absent, ExpressionError):
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    value = max(float(value), 0.0)
+    return min(value, step_ms) if step_ms else value
+
+
+def _evidence(expr: Any, env: Environment) -> list[dict[str, Any]]:
+    if expr is None:
+        return []
+    try:
+        value = expr.evaluate(env)
+    except (Absent, ExpressionError):
+        return []
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        return []
+    return [row for row in value[:MAX_EVIDENCE_ROWS] if isinstance(row, dict)]
+
+
+def _facts_used(names: Iterable[str], env: Environment) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in sorted(names):
+        try:
+            value, rest = env.resolve(tuple(name.split(".")))
+        except Absent:
+            continue
+        key = name if not rest else name[: len(name) - len(".".join(rest)) - 1]
+        if not isinstance(value, list):
+            out[key] = value
+    return out
+
+
+def evaluate_rules(rules: Iterable[LoadedRule], values: Mapping[str, Any],
+                   step_ms: float | None = None) -> tuple[list[Diagnosis], list[Outcome]]:
+    """Evaluate every rule; diagnoses come ranked by the time they should give back, then severity."""
+    env = Environment(values)
+    diagnoses: list[Diagnosis] = []
+    outcomes: list[Outcome] = []
+    for loaded in rules:
+        outcome, diagnosis = evaluate_rule(loaded, env, step_ms)
+        outcomes.append(outcome)
+        if diagnosis is not None:
+            diagnoses.append(diagnosis)
+    diagnoses.sort(key=lambda d: (-(d.impact_ms or 0.0), -d.severity_rank, d.rule_id))
+    return diagnoses, outcomes

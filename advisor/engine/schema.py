@@ -1,0 +1,211 @@
+"""The rule file schema.
+
+One rule per YAML file, ``rules/<stage>/<ID>-<name>.yaml``::
+
+    id: DL001                       # category prefix + number
+    name: dataloader-starvation     # kebab-case, names the problem, not the fix
+    status: stable                  # preview | stable | deprecated | disabled
+    stage: framework                # framework | system | kernel
+    severity: high                  # or tiers: [{level: high, when: "..."}, {level: medium}]
+    when: phases.dataloader.share >= 0.25
+    impact:
+      ms_per_step: phases.dataloader.ms * 0.8
+      basis: workers overlap loading with compute; most of the wait goes away
+      confidence: medium            # low | medium | high
+    what: "The training loop waits {{ ms(phases.dataloader.ms) }} per step for data."
+    where: "{{ dataloader.site }}"
+    why: ...
+    fix: ...
+    fix_code: |                     # optional snippet, shown as code
+      DataLoader(ds, num_workers=4, pin_memory=True, persistent_workers=True)
+    escalate: nsys                  # optional: nsys | ncu
+    evidence: lines.top             # optional: a list-valued expression shown as a table
+    knowledge: [dataloader-starvation]
+    references: [https://pytorch.org/docs/stable/data.html]
+    tests:
+      - {name: starved, expect: fires, facts: {phases.dataloader.share: 0.25, ...}}
+      - {name: fed, expect: quiet, facts: {phases.dataloader.share: 0.2499, ...}}
+
+Texts are templates: ``{{ expr }}`` is an expression of the rule language,
+formatted with ``ms()``, ``pct()``, ``num()`` or ``size()``. A user file with
+only ``id`` and ``status: disabled`` switches a built-in rule off.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from advisor.engine.expr import Expression, compile_expression
+from advisor.engine.template import Template
+from advisor.errors import ExpressionError
+
+__all__ = ["SEVERITIES", "Impact", "Rule", "RuleTest", "Severity", "SeverityTier"]
+
+ID_PATTERN = re.compile(r"^[A-Z]{2,6}\d{3}$")
+NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class Severity(str, Enum):
+    info = "info"
+    low = "low"
+    medium = "medium"
+    high = "high"
+    critical = "critical"
+
+    @property
+    def rank(self) -> int:
+        return SEVERITIES.index(self.value)
+
+
+SEVERITIES = [s.value for s in Severity]
+
+
+def _expression(value: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be an expression (text), not {type(value).__name__}")
+    try:
+        compile_expression(value)
+    except ExpressionError as exc:
+        raise ValueError(f"is not a valid expression: {exc.message}") from None
+    return value
+
+
+class SeverityTier(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    level: Severity
+    when: str = "true"
+
+    _check = field_validator("when")(classmethod(lambda cls, v: _expression(v)))
+
+
+class Impact(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ms_per_step: str
+    basis: str = Field(min_length=1)
+    confidence: Literal["low", "medium", "high"] = "medium"
+
+    _check = field_validator("ms_per_step")(classmethod(lambda cls, v: _expression(v)))
+
+
+class RuleTest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    expect: Literal["fires", "quiet", "not_applicable"]
+    facts: dict[str, Any] = Field(default_factory=dict)
+    severity: Severity | None = None
+
+
+class Rule(BaseModel):
+    """A validated rule. Expressions are parsed on validation; see :meth:`compiled`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str = ""
+    status: Literal["preview", "stable", "deprecated", "disabled"] = "stable"
+    stage: Literal["framework", "system", "kernel"] = "framework"
+    severity: Severity | list[SeverityTier] = Severity.medium
+    when: str = "false"
+    impact: Impact | None = None
+    what: str = ""
+    where: str = ""
+    why: str = ""
+    fix: str = ""
+    fix_code: str = ""
+    escalate: Literal["nsys", "ncu"] | None = None
+    evidence: str | None = None
+    knowledge: list[str] = Field(default_factory=list)
+    references: list[str] = Field(default_factory=list)
+    tests: list[RuleTest] = Field(default_factory=list)
+
+    @field_validator("severity", mode="before")
+    @classmethod
+    def _severity(cls, v: Any) -> Any:
+        if isinstance(v, str) and v not in SEVERITIES:
+            raise ValueError(f"must be one of {', '.join(SEVERITIES)}")
+        if not isinstance(v, (str, list)):
+            raise ValueError(f"must be one of {', '.join(SEVERITIES)}, or a list of {{level, when}} tiers")
+        return v
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not ID_PATTERN.match(v):
+            raise ValueError("must be a category prefix of 2-6 capitals and 3 digits, like DL001")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if v and not NAME_PATTERN.match(v):
+            raise ValueError("must be kebab-case, like dataloader-starvation")
+        return v
+
+    @field_validator("when", "evidence")
+    @classmethod
+    def _expr(cls, v: str | None) -> str | None:
+        return None if v is None else _expression(v)
+
+    @field_validator("what", "where", "why", "fix")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        try:
+            Template(v)
+        except ExpressionError as exc:
+            raise ValueError(exc.message) from None
+        return v
+
+    @model_validator(mode="after")
+    def _complete(self) -> Rule:
+        if self.status == "disabled":
+            return self
+        missing = [f for f in ("name", "what", "fix") if not getattr(self, f)]
+        if self.when == "false":
+            missing.insert(0, "when")
+        if self.impact is None:
+            missing.append("impact")
+        if missing:
+            raise ValueError(f"an enabled rule needs {', '.join(f'`{m}`' for m in missing)}")
+        return self
+
+    # compiled parts, cached on first use ---------------------------------------
+    def compiled(self) -> CompiledRule:
+        cached = self.__dict__.get("_compiled")
+        if cached is None:
+            cached = CompiledRule(self)
+            self.__dict__["_compiled"] = cached
+        return cached
+
+    @property
+    def base_severity(self) -> Severity:
+        if isinstance(self.severity, Severity):
+            return self.severity
+        return max((t.level for t in self.severity), key=lambda s: s.rank)
+
+
+class CompiledRule:
+    """The parsed expressions and templates of one rule."""
+
+    def __init__(self, rule: Rule) -> None:
+        self.when: Expression = compile_expression(rule.when)
+        self.impact: Expression | None = compile_expression(rule.impact.ms_per_step) if rule.impact else None
+        self.evidence: Expression | None = compile_expression(rule.evidence) if rule.evidence else None
+        self.tiers: list[tuple[Severity, Expression]] = (
+            [(t.level, compile_expression(t.when)) for t in rule.severity]
+            if isinstance(rule.severity, list) else []
+        )
+        self.texts: dict[str, Template] = {f: Template(getattr(rule, f)) for f in ("what", "where", "why", "fix")}
+
+    def references(self) -> set[str]:
+        """Every fact name the rule reads."""
+        names = set(self.when.references())
+        for expr in (self.impact, self.evidence, *(e for _, e in self.tiers)):
+            if expr is not None:
+                names |= expr.references()
+        for template in self.texts.values():
+            names |= template.references()
+        return names

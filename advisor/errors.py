@@ -1,0 +1,100 @@
+"""The advisor's exceptions, in one tree.
+
+    AdvisorError                 base: the CLI catches this and prints one line
+    ├── UsageError               a bad option or argument on the command line
+    ├── InputError               a file given to us is missing, unreadable or malformed
+    │   ├── TraceError           a profiler trace (Kineto, nsys, ncu) cannot be read
+    │   └── RunDirError          a run directory is missing pieces or is not one
+    ├── RuleError                a rule or workflow file is invalid (names file:line and field)
+    │   └── ExpressionError      an expression does not parse or breaks a safety limit
+    ├── CollectError             a profiling tool could not be started or gave nothing
+    │   └── ToolMissingError     nsys / ncu / a GPU is not available; carries the command to run by hand
+    └── ScriptFailed             the user's script failed; what was captured is kept
+
+Every message says what happened, to which file, and what to do next.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "AdvisorError",
+    "CollectError",
+    "ExpressionError",
+    "InputError",
+    "RuleError",
+    "RunDirError",
+    "ScriptFailed",
+    "ToolMissingError",
+    "TraceError",
+    "UsageError",
+]
+
+
+class AdvisorError(Exception):
+    """Base of every error the advisor raises on purpose."""
+
+    exit_code = 2
+
+
+class UsageError(AdvisorError):
+    """A bad option or argument."""
+
+
+class InputError(AdvisorError):
+    """A file we were given is missing, unreadable or malformed."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        self.path = Path(path)
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class TraceError(InputError):
+    """A profiler trace cannot be read."""
+
+
+class RunDirError(InputError):
+    """A run directory is missing pieces or is not a run directory."""
+
+
+class RuleError(AdvisorError):
+    """A rule or workflow file is invalid."""
+
+    def __init__(self, path: str | Path | None, line: int | None, message: str) -> None:
+        self.path = Path(path) if path else None
+        self.line = line
+        self.message = message
+        where = ""
+        if path:
+            where = f"{path}:{line}: " if line else f"{path}: "
+        super().__init__(f"{where}{message}")
+
+
+class ExpressionError(AdvisorError):
+    """An expression does not parse, or breaks one of the safety limits."""
+
+    def __init__(self, message: str, source: str = "", position: int | None = None) -> None:
+        self.message = message
+        self.source = source
+        self.position = position
+        super().__init__(message)
+
+
+class CollectError(AdvisorError):
+    """A profiling tool could not be started, or left nothing behind."""
+
+
+class ToolMissingError(CollectError):
+    """A tool or device needed for a stage is not available here."""
+
+    def __init__(self, message: str, command: str | None = None) -> None:
+        self.command = command
+        super().__init__(message)
+
+
+class ScriptFailed(AdvisorError):
+    """The user's script exited with an error; the profile captured so far was kept."""
+
+    exit_code = 1

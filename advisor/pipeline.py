@@ -1,0 +1,98 @@
+"""The stages joined up: traces -> findings -> diagnoses -> files in the run directory.
+
+``advisor diagnose`` enters after collecting; ``advisor analyze`` enters at
+load with traces made elsewhere; ``advisor report`` enters at the rules with
+the findings saved in a run directory. Each step takes and returns plain
+data, so each can be run and tested alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from advisor.analyze.findings import Findings
+from advisor.analyze.registry import run_analyzers
+from advisor.analyze.view import TraceView
+from advisor.engine.evaluate import Diagnosis, Outcome, evaluate_rules
+from advisor.engine.rulebook import RuleBook
+from advisor.errors import TraceError
+from advisor.load.kineto import KinetoTrace, load_kineto
+from advisor.report.model import build_report_data
+from advisor.report.render import write_reports
+from advisor.report.verdict import Verdict, judge
+from advisor.rundir import RunDir
+
+__all__ = ["Diagnosed", "analyze_traces", "diagnose_findings", "find_kineto_traces", "render_run", "save"]
+
+
+@dataclass
+class Diagnosed:
+    findings: Findings
+    diagnoses: list[Diagnosis]
+    outcomes: list[Outcome]
+    verdict: Verdict
+
+
+def find_kineto_traces(path: Path) -> list[Path]:
+    """A trace file, or the Kineto traces in a directory (one per rank)."""
+    if not path.exists():
+        raise TraceError(path, "no such file or directory")
+    if path.is_file():
+        return [path]
+    found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz"))
+                   and not p.name.startswith(("status.", "collector", "run.", "findings", "diagnoses")))
+    if not found:
+        raise TraceError(path, "is a directory with no Kineto trace (*.json or *.json.gz) in it")
+    return found
+
+
+def load_traces(paths: Iterable[Path]) -> list[KinetoTrace]:
+    traces = [load_kineto(p) for p in paths]
+    return sorted(traces, key=lambda t: t.rank)
+
+
+def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | None = None) -> Findings:
+    """Framework-stage findings: those of the first rank, plus notes on what else was seen."""
+    if not traces:
+        return Findings(notes=["no trace was captured, so nothing could be analysed"])
+    primary = traces[0]
+    view = TraceView(primary, run_meta)
+    findings = run_analyzers(view, "framework", evidence=str(primary.path))
+    if len(traces) > 1:
+        findings.notes.append(
+            f"{len(traces)} rank traces were given; per-rank findings are for rank {primary.rank} "
+            f"({primary.path.name})"
+        )
+    return findings
+
+
+def diagnose_findings(findings: Findings, book: RuleBook, stopped_early: str | None = None) -> Diagnosed:
+    values = findings.values()
+    step_ms = values.get("steps.time_ms")
+    diagnoses, outcomes = evaluate_rules(book.active(), values, step_ms if isinstance(step_ms, float) else None)
+    return Diagnosed(findings, diagnoses, outcomes, judge(diagnoses, values, stopped_early))
+
+
+def save(run: RunDir, diagnosed: Diagnosed) -> None:
+    run.write_json("findings.json", diagnosed.findings.to_dict())
+    run.write_json("diagnoses.json", {
+        "verdict": diagnosed.verdict.to_dict(),
+        "diagnoses": [d.to_dict() for d in diagnosed.diagnoses],
+        "outcomes": [o.__dict__ for o in diagnosed.outcomes],
+    })
+
+
+def render_run(run: RunDir) -> dict[str, Path]:
+    """Write report.md and report.html from the run directory's own files."""
+    return write_reports(build_report_data(run), run.path)
+
+
+def rediagnose(run: RunDir, book: RuleBook) -> Diagnosed:
+    """Re-evaluate the rules over a run's saved findings (after a rule was edited)."""
+    findings = Findings.from_dict(run.read_json("findings.json"))
+    previous = run.read_json("diagnoses.json").get("verdict", {}) if run.file("diagnoses.json").exists() else {}
+    stopped = next((m for m in previous.get("missing", []) if m.startswith("the script")), None)
+    return diagnose_findings(findings, book, stopped)

@@ -1,0 +1,73 @@
+"""The short card printed after every run: verdict, why, what to do next, the step as a tree.
+
+The path to the full report comes last, so it is the line left on screen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.text import Text
+from rich.tree import Tree
+
+from advisor.units import fmt_ms, fmt_pct
+
+__all__ = ["print_card"]
+
+_STYLE = {"slow": "bold red", "healthy": "bold green", "inconclusive": "bold yellow"}
+_SEVERITY = {"critical": "bold red", "high": "red", "medium": "yellow", "low": "cyan", "info": "dim"}
+_BAR = 24
+
+
+def _phase_tree(facts: dict[str, Any]) -> Tree | None:
+    table = facts.get("phases.table")
+    step = facts.get("steps.time_ms")
+    if not table or not step:
+        return None
+    count = facts.get("steps.count") or 0
+    label = f"step {fmt_ms(step)}" + (f" (mean of {count})" if count else " (whole trace)")
+    tree = Tree(Text(label, style="bold"))
+    for row in table:
+        share = row.get("share") or 0.0
+        bar = "█" * max(int(round(share * _BAR)), 1 if share > 0 else 0)
+        line = Text(f"{row['phase']:<11}{fmt_ms(row['ms']):>10} {fmt_pct(share):>5} ")
+        line.append(bar, style="cyan")
+        tree.add(line)
+    return tree
+
+
+def print_card(data: dict[str, Any], report_path: str, console: Console | None = None) -> None:
+    console = console or Console(stderr=False, highlight=False)
+    verdict = data.get("verdict", {})
+    status = verdict.get("status", "unknown")
+    parts: list[Any] = [Text.assemble((status.upper() + "  ", _STYLE.get(status, "bold")), verdict.get("headline", ""))]
+    diagnoses = data.get("diagnoses", [])
+    if diagnoses:
+        top = diagnoses[0]
+        if top.get("where"):
+            parts.append(Text.assemble(("Where: ", "bold"), top["where"]))
+        if top.get("why"):
+            parts.append(Text.assemble(("Why: ", "bold"), _first_sentence(top["why"])))
+        gain = f" (gives back ~{fmt_ms(top['impact_ms'])} per step)" if top.get("impact_ms") else ""
+        parts.append(Text.assemble(("Do next: ", "bold"), _first_sentence(top.get("fix", "")) + gain))
+        for d in diagnoses[1:4]:
+            parts.append(Text.assemble(
+                ("  • ", "dim"), (f"{d['severity']:<8}", _SEVERITY.get(d["severity"], "")),
+                f"{d['rule_id']} {d['what'][:100]}",
+            ))
+    for note in verdict.get("missing", [])[:2]:
+        parts.append(Text(f"Note: {note}", style="yellow"))
+    title = data.get("run", {}).get("title", "advisor")
+    console.print(Panel(Group(*parts), title=f"advisor · {title}", title_align="left", expand=False))
+    tree = _phase_tree(data.get("facts", {}))
+    if tree is not None:
+        console.print(tree)
+    console.print(Text.assemble(("Report: ", "bold"), report_path))
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]

@@ -1,0 +1,63 @@
+"""The one-line verdict of a run, and what the data could not support.
+
+A run is called healthy only when the evidence allows it: enough steps, the
+main phases seen, and no diagnosis of medium severity or above. Otherwise
+the verdict says what is slow, or that the run is inconclusive and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from advisor.engine.evaluate import Diagnosis
+
+__all__ = ["MIN_STEPS", "Verdict", "judge"]
+
+#: fewer analysed steps than this cannot support "healthy"
+MIN_STEPS = 3
+
+
+@dataclass
+class Verdict:
+    status: str  # slow | healthy | inconclusive
+    headline: str
+    missing: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
+    missing = []
+    steps = facts.get("steps.count", 0) or 0
+    if steps == 0:
+        missing.append("no ProfilerStep ranges: the trace was analysed as one window, so per-step figures are "
+                       "for the whole trace")
+    elif steps < MIN_STEPS:
+        missing.append(f"only {steps} step(s) were analysed; at least {MIN_STEPS} are needed to judge a steady state")
+    if not facts.get("trace.cpu_ops"):
+        missing.append("the trace has no CPU operator events")
+    table = facts.get("phases.table") or []
+    unseen = [row["phase"] for row in table if row.get("source") == "not seen" and row["phase"] in ("forward", "backward")]
+    if unseen:
+        missing.append(f"phase(s) not seen in the trace: {', '.join(unseen)}")
+    return missing
+
+
+def judge(diagnoses: Sequence[Diagnosis], facts: Mapping[str, Any], stopped_early: str | None = None) -> Verdict:
+    """Pick the verdict from the ranked diagnoses and the facts."""
+    missing = _missing_evidence(facts)
+    if stopped_early:
+        missing.insert(0, stopped_early)
+    serious = [d for d in diagnoses if d.severity_rank >= 2]
+    if serious:
+        top = serious[0]
+        return Verdict("slow", f"{top.name.replace('-', ' ')}: {top.what}", missing)
+    if missing:
+        minor = f" ({len(diagnoses)} minor finding(s))" if diagnoses else ""
+        return Verdict("inconclusive", "The data cannot support a verdict: " + missing[0] + minor, missing)
+    if diagnoses:
+        return Verdict("healthy", "No major bottleneck; only minor findings.", missing)
+    return Verdict("healthy", "No bottleneck found by the rules that could run on this data.", missing)

@@ -1,0 +1,121 @@
+"""What ``advisor diagnose``, ``analyze`` and ``report`` do, without the command line.
+
+Each function makes or opens a run directory, runs the stages, writes the
+reports, and returns a :class:`RunSummary`; the CLI only parses options and
+prints. Whatever was collected is written to the run directory before
+anything can fail on it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from advisor.collect.config import CollectorConfig
+from advisor.collect.framework import FrameworkResult, check_script, run_framework
+from advisor.engine.rulebook import RuleBook
+from advisor.engine.schema import SEVERITIES
+from advisor.pipeline import Diagnosed, analyze_traces, diagnose_findings, find_kineto_traces, load_traces, render_run, save
+from advisor.pipeline import rediagnose
+from advisor.rundir import RunDir
+
+__all__ = ["RunSummary", "analyze_files", "diagnose_script", "rerender"]
+
+
+@dataclass
+class RunSummary:
+    run: RunDir
+    diagnosed: Diagnosed
+    reports: dict[str, Path]
+    framework: FrameworkResult | None = None
+    script_exit_code: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def exit_code(self, fail_on: str | None = None) -> int:
+        """Non-zero when the script failed, or when a diagnosis reaches ``fail_on``."""
+        if self.script_exit_code:
+            return self.script_exit_code
+        if fail_on:
+            threshold = SEVERITIES.index(fail_on)
+            if any(d.severity_rank >= threshold for d in self.diagnosed.diagnoses):
+                return 1
+        return 0
+
+
+def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
+    """A sentence for the report when the script did not reach the end of the profiled window."""
+    if result.outcome == "captured":
+        return None
+    profile = next((s.get("profile") for s in result.statuses if s.get("profile")), "none")
+    how = {
+        "error": "raised an error", "timeout": "was stopped by --timeout", "interrupted": "was interrupted (Ctrl-C)",
+        "crashed": "crashed", "completed": "finished", "exited": "exited",
+    }.get(result.outcome, result.outcome)
+    steps = max((s.get("steps_seen", 0) for s in result.statuses), default=0)
+    window = f"steps {cfg.wait + cfg.warmup} to {cfg.wait + cfg.warmup + cfg.active - 1}"
+    if profile == "partial":
+        return f"the script {how} during the profiled window ({window}); the steps recorded until then were analysed"
+    if profile == "none" or not result.traces:
+        return (f"the script {how} after {steps} step(s), before the profiled window ({window}) began; "
+                "lower --wait/--warmup to profile earlier steps")
+    return None
+
+
+def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, *, out: Path | None = None,
+                    timeout_s: float | None = None, rule_dirs: list[Path] | None = None,
+                    nproc_per_node: int = 1, argv: list[str] | None = None) -> RunSummary:
+    script = check_script(script)
+    book = RuleBook.load(rule_dirs or [])  # rule errors surface before the script runs
+    run = RunDir.create(script.stem, out)
+    cfg.script = str(script)
+    cfg.args = list(script_args)
+    cfg.source_roots = cfg.source_roots or [str(script.parent)]
+    run.update_metadata(
+        kind="diagnose", title=script.name, script=str(script), args=cfg.args, cwd=str(Path.cwd()),
+        command=argv or [], script_command=[sys.executable, str(script), *cfg.args],
+        reproduce=shlex.join(["advisor", *(argv or [])[1:]]) if argv else "",
+        started_at=time.strftime("%Y-%m-%d %H:%M:%S"), profiler=cfg.schedule() | {
+            "step_method": cfg.step_method, "record_shapes": cfg.record_shapes,
+            "profile_memory": cfg.profile_memory, "with_stack": cfg.with_stack, "source_lines": cfg.source_lines,
+        }, source_roots=cfg.source_roots, nproc_per_node=nproc_per_node,
+    )
+    result = run_framework(cfg, run.stage("framework"), timeout_s=timeout_s, nproc_per_node=nproc_per_node)
+    first = result.statuses[0] if result.statuses else {}
+    run.update_metadata(
+        outcome=result.outcome, exit_code=result.exit_code, wall_s=result.wall_s,
+        step_method=result.step_method, error=result.error, environment=first.get("environment", {}),
+        timings=first.get("timings", {}), traces=[run.relative(t) for t in result.traces],
+        child_command=result.command,
+    )
+    meta = {"step_method": result.step_method}
+    traces = load_traces(result.traces)
+    findings = analyze_traces(traces, meta)
+    diagnosed = diagnose_findings(findings, book, _stopped_note(result, cfg))
+    save(run, diagnosed)
+    reports = render_run(run)
+    return RunSummary(run, diagnosed, reports, result, script_exit_code=result.exit_code)
+
+
+def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list[Path] | None = None,
+                  argv: list[str] | None = None) -> RunSummary:
+    book = RuleBook.load(rule_dirs or [])
+    trace_paths = [t for p in paths for t in find_kineto_traces(p)]
+    traces = load_traces(trace_paths)  # bad input fails here, before a run directory is made
+    run = RunDir.create(trace_paths[0].name.split(".")[0], out)
+    run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in trace_paths],
+                        command=argv or [], started_at=time.strftime("%Y-%m-%d %H:%M:%S"),
+                        source_roots=[str(p.resolve().parent) for p in trace_paths])
+    findings = analyze_traces(traces)
+    diagnosed = diagnose_findings(findings, book)
+    save(run, diagnosed)
+    return RunSummary(run, diagnosed, render_run(run))
+
+
+def rerender(run_dir: Path, rule_dirs: list[Path] | None = None) -> RunSummary:
+    run = RunDir.open(run_dir)
+    diagnosed = rediagnose(run, RuleBook.load(rule_dirs or []))
+    save(run, diagnosed)
+    return RunSummary(run, diagnosed, render_run(run))
