@@ -25,7 +25,7 @@ def diagnose(
     script: Annotated[Path, typer.Argument(help="The training script to run, unmodified.", show_default=False,
                                            metavar="SCRIPT")],
     script_args: Annotated[Optional[list[str]], typer.Argument(
-        help="Arguments for the script; put them after `--`.", show_default=False, metavar="[-- ARGS...]")] = None,
+        help="Arguments for the script; put them after `--`.", show_default=False, metavar="ARGS")] = None,
     out: OutOption = None,
     wait: Annotated[int, typer.Option(min=0, help="Steps to skip before profiling (start-up, autotuning).")] = 5,
     warmup: Annotated[int, typer.Option(min=0, help="Steps run with the profiler warming up, not recorded.")] = 3,
