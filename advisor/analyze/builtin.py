@@ -4,6 +4,7 @@ from advisor.analyze import (  # noqa: F401
     dataloader,
     operators,
     optimizer,
+    ranks,
     source_lines,
     step_split,
     trace_info,

@@ -5,8 +5,10 @@ and derives, once and lazily, what several analyzers need:
 
 ``steps``
     One row per analysed step: step, start, end, dur (int64 ns). The steps
-    are the ``ProfilerStep#N`` ranges on the main thread; a trace without
-    them is analysed as one window over all its host events.
+    are the ``ProfilerStep#N`` ranges on the main thread, less those the
+    collector marked as cut short (``advisor::partial_step``: the script
+    raised, exited or was stopped inside them); a trace without complete
+    steps is analysed as one window over all its host events.
 ``host``
     Host events (cpu_op, user_annotation, python_function, cuda_runtime,
     cuda_driver) with their nesting (parent, depth), op self time
@@ -30,7 +32,7 @@ import pandas as pd
 from advisor.analyze import intervals
 from advisor.analyze.source import is_user_frame, parse_module_name, parse_python_frame, parse_source_label
 from advisor.load.kineto import KinetoTrace
-from advisor.naming import SOURCE_PREFIX, STEP_PREFIX
+from advisor.naming import PARTIAL_STEP, SOURCE_PREFIX, STEP_PREFIX
 
 __all__ = ["HOST_CATS", "TraceView"]
 
@@ -89,13 +91,34 @@ class TraceView:
         return e[(e["cat"] == "user_annotation") & names.str.startswith(STEP_PREFIX)]
 
     @cached_property
+    def _complete_step_events(self) -> pd.DataFrame:
+        """The main thread's step ranges, less those holding a :data:`PARTIAL_STEP` mark."""
+        ev = self._step_events()
+        ev = ev[ev["tid"] == self.main_tid] if len(ev) else ev
+        e = self.events
+        marks = e[(e["cat"] == "user_annotation") & (e["name"].astype(str) == PARTIAL_STEP)]["ts"].to_numpy()
+        if len(ev) == 0 or len(marks) == 0:
+            return ev
+        starts, ends = ev["ts"].to_numpy(), ev["end"].to_numpy()
+        cut = np.zeros(len(ev), bool)
+        for ts in marks:
+            cut |= (starts <= ts) & (ts <= ends)
+        return ev[~cut]
+
+    @cached_property
     def profiler_steps_present(self) -> bool:
-        return len(self._step_events()) > 0
+        return len(self._complete_step_events) > 0
+
+    @cached_property
+    def incomplete_steps(self) -> int:
+        """Step ranges left out because the script never finished them."""
+        ev = self._step_events()
+        on_main = int((ev["tid"] == self.main_tid).sum()) if len(ev) else 0
+        return on_main - len(self._complete_step_events)
 
     @cached_property
     def steps(self) -> pd.DataFrame:
-        ev = self._step_events()
-        ev = ev[ev["tid"] == self.main_tid] if len(ev) else ev
+        ev = self._complete_step_events
         if len(ev):
             numbers = ev["name"].astype(str).str.slice(len(STEP_PREFIX)).str.extract(r"^(\d+)")[0]
             out = pd.DataFrame({

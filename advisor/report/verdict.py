@@ -30,6 +30,8 @@ class Verdict:
 
 
 def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
+    if "steps.count" not in facts and "trace.cpu_ops" not in facts:
+        return ["no trace was captured, so there was nothing to analyse"]
     missing = []
     steps = facts.get("steps.count", 0) or 0
     if steps == 0:
