@@ -57,7 +57,9 @@ OUTCOME_PHRASES = {
 def outcome_sentence(result: FrameworkResult) -> str:
     """One sentence on how the script ended: ``the script raised RuntimeError: boom (train.py:57), exit code 1``."""
     error = result.error
-    if result.outcome == "error" and error and error.get("type") != "SystemExit":
+    if result.outcome == "error" and error and error.get("type") == "SystemExit":
+        how = "exited with an error"
+    elif result.outcome == "error" and error:
         where = f" ({Path(error['file']).name}:{error['line']})" if error.get("file") and error.get("line") else ""
         how = f"raised {error['type']}: {error.get('message', '')}{where}"
     else:

@@ -57,7 +57,8 @@ from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import describe_environment
 from advisor.collect.labels import PhaseLabels
 from advisor.collect.source_marker import SourceMarker, library_roots
-from advisor.collect.steps import KinetoBackend, NvtxBackend, StepDriver
+from advisor.collect.backends import KinetoBackend, NvtxBackend
+from advisor.collect.steps import StepDriver
 
 __all__ = ["BOOTSTRAP_PATH_ENV", "main"]
 

@@ -19,10 +19,12 @@ steps run with the profiler prepared and the labels on, ``active`` steps are
 recorded. When the last active step ends the backend writes its output and
 the driver calls ``on_done`` (which normally stops the script). When the
 script ends inside the window, :meth:`StepDriver.stop_early` keeps what was
-recorded and marks the unfinished step with :data:`PARTIAL_STEP`.
+recorded and marks the unfinished step with :data:`advisor.naming.PARTIAL_STEP`.
+The backends that record are in :mod:`advisor.collect.backends`.
 
-Outside the window the driver costs one Python call per optimizer step and
-per batch; nothing else is hooked (see ``bench/collector_overhead.py``).
+Outside the window the driver costs a few Python calls per step (the
+optimizer's step pre/post hooks and the DataLoader ``__next__`` wrapper),
+about 5 us; nothing else is hooked (``bench/collector_overhead.py``).
 """
 
 from __future__ import annotations
@@ -33,26 +35,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
+from advisor.collect.backends import Backend, KinetoBackend, NvtxBackend
 from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import thread_settings
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next
 from advisor.collect.source_marker import SourceMarker
-from advisor.naming import CAPTURE_RANGE, PARTIAL_STEP, STEP_PREFIX
 
+# The backends live in advisor.collect.backends; they are re-exported here, where they used to be.
 __all__ = ["Backend", "KinetoBackend", "NvtxBackend", "StepDriver"]
-
-
-class Backend(Protocol):
-    """What records the active steps: the Kineto profiler, or NVTX marks for nsys/ncu."""
-
-    def prepare(self) -> None: ...
-    def start(self, step: int) -> None: ...
-    def next_step(self, step: int) -> None: ...
-    def stop(self, complete: bool = True) -> None: ...
 
 
 class StepDriver:
@@ -154,7 +148,7 @@ class StepDriver:
             if self.method is None:
                 self.method = "dataloader"
                 self._stop_clock()
-            self.timings.setdefault("first_step", self._now())
+            self._note_first_step()
             return
         self._boundary()
 
@@ -170,10 +164,11 @@ class StepDriver:
         return "done"
 
     def _boundary(self) -> None:
+        self.step += 1  # counted after the window too, for the run's metadata (--run-to-end)
         if self.state == "done":
             return
-        self.timings.setdefault("first_step", self._now())
-        self.step += 1
+        if self.step == 1:
+            self._note_first_step()
         new = self._state_of(self.step)
         if new == self.state:
             if new == "active":
@@ -235,7 +230,7 @@ class StepDriver:
         if self.window_end is None:
             self.method = "time"
             self.window_end = float("inf")  # opening: preparing the profiler can take a second
-            self.timings.setdefault("first_step", self._now())
+            self._note_first_step()
             if self.state == "wait":
                 self._enter("warmup")
             if self.state == "warmup":
@@ -252,6 +247,11 @@ class StepDriver:
         if self._clock is not None:
             self._clock.stop()
             self._clock = None
+
+    def _note_first_step(self) -> None:
+        # Only once: reading the clock is the dearest thing a step hook would do (microseconds on VMs).
+        if "first_step" not in self.timings:
+            self.timings["first_step"] = self._now()
 
     def _now(self) -> float:
         return round(time.monotonic() - self.started, 6)
@@ -342,115 +342,3 @@ class _WindowClock:
                 _thread.interrupt_main(signal.SIGALRM)
             # The main thread acts at its next bytecode; if it is inside a long C call, ask again later.
             self._stopped.wait(self.RETRY_S)
-
-
-class KinetoBackend:
-    """Records the active steps with torch.profiler and writes a gzipped Kineto trace.
-
-    The profiler is built when the warm-up begins, not before the script runs:
-    whether to trace CUDA is decided by whether the script has initialised
-    CUDA by then, so the collector itself never initialises it.
-    """
-
-    def __init__(self, cfg: CollectorConfig, trace_path: str) -> None:
-        self.cfg = cfg
-        self.trace_path = trace_path
-        self.saved = False
-        self.prof: Any = None
-        self._step_range: Any = None
-
-    def _build(self) -> Any:
-        from torch.profiler import ProfilerActivity, profile
-
-        activities = [ProfilerActivity.CPU]
-        experimental = None
-        if torch.cuda.is_initialized():
-            activities.append(ProfilerActivity.CUDA)
-            experimental = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
-        return profile(
-            activities=activities,
-            record_shapes=self.cfg.record_shapes,
-            profile_memory=self.cfg.profile_memory,
-            with_stack=self.cfg.with_stack,
-            experimental_config=experimental,
-        )
-
-    def prepare(self) -> None:
-        self.prof = self._build()
-        self.prof.prepare_trace()
-
-    def start(self, step: int) -> None:
-        if self.prof is None:  # warmup 0 and a window that opens at once
-            self.prepare()
-        self.prof.start_trace()
-        self._open_step(step)
-
-    def next_step(self, step: int) -> None:
-        self._close_step()
-        self._open_step(step)
-
-    def stop(self, complete: bool = True) -> None:
-        if not complete and self._step_range is not None:
-            # A zero-length mark inside the unfinished step, so analysis leaves it out.
-            with torch.autograd.profiler.record_function(PARTIAL_STEP):
-                pass
-        self._close_step()
-        self.prof.stop_trace()
-        self.prof.export_chrome_trace(self.trace_path)
-        self.saved = True
-
-    def _open_step(self, step: int) -> None:
-        # The same name torch.profiler.profile.step() uses, so every tool reads our steps.
-        self._step_range = torch.autograd.profiler.record_function(f"{STEP_PREFIX}{step}")
-        self._step_range.__enter__()
-
-    def _close_step(self) -> None:
-        if self._step_range is not None:
-            self._step_range.__exit__(None, None, None)
-            self._step_range = None
-
-
-class NvtxBackend:
-    """Marks the active steps for an outer tool (nsys, ncu) instead of recording them.
-
-    The whole active window is one NVTX range named :data:`CAPTURE_RANGE`, the
-    capture range that nsys (``--capture-range=nvtx``) and ncu
-    (``--nvtx-include``) are pointed at; each step inside it is a
-    ``ProfilerStep#N`` range, as in the Kineto trace. The process must end
-    through C ``exit()`` for the tool to flush the last ranges (see
-    :mod:`advisor.collect.bootstrap`).
-    """
-
-    def __init__(self) -> None:
-        from advisor.collect.labels import Range
-
-        self._range_type = Range
-        self._capture: Any = None
-        self._step: Any = None
-
-    def prepare(self) -> None:
-        pass
-
-    def start(self, step: int) -> None:
-        self._capture = self._range_type(CAPTURE_RANGE)
-        self._capture.open()
-        self.next_step(step)
-
-    def next_step(self, step: int) -> None:
-        if self._step is not None:
-            self._step.close()
-        self._step = self._range_type(f"{STEP_PREFIX}{step}")
-        self._step.open()
-
-    def stop(self, complete: bool = True) -> None:
-        if self._step is not None:
-            if not complete:
-                with self._range_type(PARTIAL_STEP):
-                    pass
-            self._step.close()
-            self._step = None
-        if self._capture is not None:
-            self._capture.close()
-            self._capture = None
-        if torch.cuda.is_initialized():
-            torch.cuda.synchronize()

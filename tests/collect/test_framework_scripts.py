@@ -128,6 +128,16 @@ def test_exception_at_step_12_is_shown_and_the_profile_kept(tmp_path: Path) -> N
     assert "raised RuntimeError: planted failure at step 12" in report
 
 
+def test_run_to_end_lets_the_script_finish_after_the_profile(tmp_path: Path) -> None:
+    cli, out = _diagnose(tmp_path, "exit_zero.py", "--wait", "1", "--warmup", "1", "--active", "3", "--run-to-end")
+    assert cli.code == 0, cli.output
+    meta = _meta(out)
+    # recorded steps 2 to 4, then ran on to its own sys.exit(0) after step 10
+    assert (meta["outcome"], meta["profile"]) == ("exited", "complete")
+    assert meta["ranks"][0]["steps_seen"] == 11
+    assert _facts(out)["steps.count"] == 3
+
+
 # how steps are found ------------------------------------------------------------------
 
 def test_without_an_optimizer_dataloader_batches_are_the_steps(tmp_path: Path) -> None:
