@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,9 +21,15 @@ from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import SEVERITIES
 from advisor.pipeline import Diagnosed, analyze_traces, diagnose_findings, find_kineto_traces, load_traces, render_run, save
 from advisor.pipeline import rediagnose
+from advisor.analyze.findings import Findings
+from advisor.errors import UsageError
 from advisor.rundir import RunDir
+from advisor.workflow.graph import load_workflow
+from advisor.workflow.session import check_inputs, merge_into_run, split_inputs, walk_files
+from advisor.workflow.session import escalate as escalate_run
+from advisor.workflow.walk import TrailEntry
 
-__all__ = ["RunSummary", "analyze_files", "diagnose_script", "rerender"]
+__all__ = ["RunSummary", "analyze_files", "diagnose_script", "merge_files", "rerender"]
 
 
 @dataclass
@@ -66,9 +73,11 @@ def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
 
 def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, *, out: Path | None = None,
                     timeout_s: float | None = None, rule_dirs: list[Path] | None = None,
-                    nproc_per_node: int = 1, argv: list[str] | None = None) -> RunSummary:
+                    nproc_per_node: int = 1, argv: list[str] | None = None, workflow: Path | None = None,
+                    escalate: bool = True, progress: Callable[[str], None] | None = None) -> RunSummary:
     script = check_script(script)
     book = RuleBook.load(rule_dirs or [])  # rule errors surface before the script runs
+    graph = load_workflow(workflow)  # and so do workflow errors
     run = RunDir.create(script.stem, out)
     cfg.script = str(script)
     cfg.args = list(script_args)
@@ -93,23 +102,54 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
     meta = {"step_method": result.step_method}
     traces = load_traces(result.traces)
     findings = analyze_traces(traces, meta)
-    diagnosed = diagnose_findings(findings, book, _stopped_note(result, cfg))
+    framework = TrailEntry("framework", "ran", f"every run starts here; the script {result.outcome}",
+                           run.read_metadata().get("reproduce") or None,
+                           [run.relative(p) for p in sorted(run.stage("framework").iterdir())])
+    hold = None if escalate else "--no-escalate was given"
+    if result.outcome not in ("captured", "completed", "exited"):
+        hold = f"the script {result.outcome} in the framework stage, so it is not run again"
+    diagnosed = escalate_run(run, book, findings, graph, framework=framework, config=cfg,
+                             run_meta=run.read_metadata(), stopped_early=_stopped_note(result, cfg), hold=hold,
+                             timeout_s=timeout_s, progress=progress)
     save(run, diagnosed)
     reports = render_run(run)
     return RunSummary(run, diagnosed, reports, result, script_exit_code=result.exit_code)
 
 
 def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list[Path] | None = None,
-                  argv: list[str] | None = None) -> RunSummary:
+                  argv: list[str] | None = None, workflow: Path | None = None) -> RunSummary:
+    """Analyse traces recorded elsewhere; with a run directory first, merge the other files into it."""
+    if paths and RunDir.looks_like(paths[0]):
+        return merge_files(paths[0], paths[1:], rule_dirs=rule_dirs, workflow=workflow)
     book = RuleBook.load(rule_dirs or [])
-    trace_paths = [t for p in paths for t in find_kineto_traces(p)]
-    traces = load_traces(trace_paths)  # bad input fails here, before a run directory is made
-    run = RunDir.create(trace_paths[0].name.split(".")[0], out)
-    run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in trace_paths],
+    graph = load_workflow(workflow)
+    given = split_inputs(paths)
+    check_inputs(given)  # bad input fails here, before a run directory is made
+    trace_paths = [t for p in given.pop("framework", []) for t in find_kineto_traces(p)]
+    traces = load_traces(trace_paths)
+    inputs = trace_paths + [p for stage_paths in given.values() for p in stage_paths]
+    run = RunDir.create(inputs[0].name.split(".")[0], out)
+    run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in inputs],
                         command=argv or [], started_at=time.strftime("%Y-%m-%d %H:%M:%S"),
-                        source_roots=[str(p.resolve().parent) for p in trace_paths])
-    findings = analyze_traces(traces)
-    diagnosed = diagnose_findings(findings, book)
+                        source_roots=[str(p.resolve().parent) for p in inputs])
+    findings = analyze_traces(traces) if traces else Findings()
+    framework = TrailEntry("framework", "ran", "loaded from " + ", ".join(p.name for p in trace_paths), None,
+                           [str(p.resolve()) for p in trace_paths]) if traces else None
+    diagnosed = walk_files(run, book, findings, graph, given, framework)
+    save(run, diagnosed)
+    return RunSummary(run, diagnosed, render_run(run))
+
+
+def merge_files(run_dir: Path, files: list[Path], *, rule_dirs: list[Path] | None = None,
+                workflow: Path | None = None) -> RunSummary:
+    """``advisor analyze RUN_DIR extra.sqlite``: load the files into their stages of that run and report again."""
+    if not files:
+        raise UsageError(f"{run_dir}: is a run directory; give the files to add to it after it "
+                         "(advisor analyze RUN_DIR report.nsys-rep), or use `advisor report RUN_DIR`")
+    run = RunDir.open(run_dir)
+    book = RuleBook.load(rule_dirs or [])
+    check_inputs(split_inputs(files))
+    diagnosed = merge_into_run(run, book, files, workflow)
     save(run, diagnosed)
     return RunSummary(run, diagnosed, render_run(run))
 

@@ -6,5 +6,10 @@ from advisor.analyze import (  # noqa: F401
     optimizer,
     source_lines,
     step_split,
+    system_cuda_api,
+    system_gpu,
+    system_kernels,
+    system_osrt,
+    system_timeline,
     trace_info,
 )
