@@ -27,18 +27,18 @@ TOP = 12
 #: threads of the profiler itself, not of the program
 TOOL_THREADS = re.compile(r"^(\[NSys|CUPTI worker thread|cuda-EvtHandlr)")
 
-#: call -> category, by regular expression, first match wins
+#: call -> category, by regular expression on the name without a "64" suffix; first match wins
 CATEGORIES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("sleep", re.compile(r"^(clock_)?nanosleep$|^u?sleep$|^sched_yield$")),
-    ("file I/O", re.compile(r"^(p?read|p?write|readv|writev|preadv\d?|pwritev\d?|f(read|write|open\d*|close|gets|"
-                            r"puts|flush|seek|stat\d*)|open(at)?(64)?|creat(64)?|close|(l|f)?stat(64)?|lseek(64)?|"
-                            r"fsync|fdatasync|getdents(64)?|sendfile(64)?|posix_fadvise(64)?)$")),
+    ("sleep", re.compile(r"^((clock_)?nanosleep|u?sleep|sched_yield)$")),
+    ("file I/O", re.compile(r"^(p?read|p?write|readv|writev|p(read|write)v2?|f(read|write|open|close|gets|puts|flush|"
+                            r"seek|stat)|open(at)?|creat|close|[lf]?stat|lseek|fsync|fdatasync|getdents|sendfile|"
+                            r"posix_fadvise|statx)$")),
     ("poll/select", re.compile(r"^(poll|ppoll|select|pselect\d*|epoll_wait|epoll_pwait\d?)$")),
     ("lock/condition", re.compile(r"^(pthread_(mutex|rwlock|spin)_\w*lock|pthread_cond_(timed)?wait|sem_(timed)?wait|"
                                   r"futex|pthread_barrier_wait)$")),
-    ("process/thread", re.compile(r"^(waitpid|wait4?|waitid|pthread_join|fork|vfork|posix_spawnp?|system)$")),
-    ("socket/pipe", re.compile(r"^(recv\w*|send\w*|accept4?|connect|pipe2?|socket\w*)$")),
-    ("memory map", re.compile(r"^(mmap(64)?|munmap|mprotect|mremap|madvise|shm_open|shm_unlink)$")),
+    ("process/thread", re.compile(r"^(waitpid|wait\d?|waitid|pthread_join|fork|vfork|posix_spawnp?|system)$")),
+    ("socket/pipe", re.compile(r"^(recv\w*|send\w*|accept\d?|connect|pipe\d?|socket\w*)$")),
+    ("memory map", re.compile(r"^(mmap|munmap|mprotect|mremap|madvise|shm_open|shm_unlink)$")),
     ("ioctl", re.compile(r"^ioctl$")),
 )
 
@@ -68,8 +68,10 @@ PROVIDES = (
 
 
 def category_of(call: str) -> str:
+    """``pread64`` -> ``file I/O``; ``other`` for calls in no category."""
+    base = call[:-2] if call.endswith("64") else call
     for name, pattern in CATEGORIES:
-        if pattern.match(call):
+        if pattern.match(base):
             return name
     return "other"
 

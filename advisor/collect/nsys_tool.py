@@ -208,4 +208,6 @@ def report_to_sqlite(path: Path, out_dir: Path, log: Path | None = None) -> Path
     report = path
     if suffix == ".qdstrm":  # the raw stream is large: import it in place of copying it
         report = import_qdstrm(tool, path, log, out_dir / (path.stem + ".nsys-rep"))
+        if path.parent.resolve() == out_dir.resolve():
+            path.unlink()  # a capture made into the run directory: the report replaces it
     return export_sqlite(tool, report, out_dir / (path.stem + ".sqlite"), log)

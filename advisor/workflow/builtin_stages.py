@@ -36,7 +36,7 @@ def _framework_collect(ctx: StageContext) -> Collected:
 
 
 def _framework_command(ctx: StageContext) -> str | None:
-    return ctx.run_meta.get("reproduce") or None
+    return ctx.run_meta.get("reproduce") or "advisor diagnose YOUR_SCRIPT.py -- YOUR_ARGS"
 
 
 def _framework_ingest(path: Path, stage_dir: Path) -> list[Path]:
@@ -83,7 +83,7 @@ def _system_command(ctx: StageContext) -> str | None:
 
     if ctx.config is None:
         return ("nsys profile --trace=cuda,nvtx,osrt --sample=none --cpuctxsw=none --output=report python "
-                f"train.py && advisor analyze {shlex.quote(str(ctx.run_dir))} report.nsys-rep")
+                f"YOUR_SCRIPT.py && advisor analyze {shlex.quote(str(ctx.run_dir))} report.nsys-rep")
     try:
         tool = find_nsys()
     except ToolMissingError:

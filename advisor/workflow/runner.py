@@ -44,7 +44,8 @@ class StageRunner:
 
     def __init__(self, run: RunDir, findings: Findings, diagnose: Callable[[Findings], Any], *,
                  config: Any = None, run_meta: Mapping[str, Any] | None = None, online: bool = False,
-                 given: Mapping[str, list[Path]] | None = None, done: Mapping[str, TrailEntry] | None = None,
+                 given: Mapping[str, list[Path]] | None = None, sources: Mapping[str, list[Path]] | None = None,
+                 done: Mapping[str, TrailEntry] | None = None,
                  hold: str | None = None, timeout_s: float | None = None,
                  progress: Callable[[str], None] | None = None) -> None:
         self.run = run
@@ -55,6 +56,7 @@ class StageRunner:
         self.run_meta = dict(run_meta or {})
         self.online = online
         self.given = dict(given or {})
+        self.sources = dict(sources or self.given)  # the files as the user named them, for the trail
         self.done = dict(done or {})
         self.hold = hold  # why collectors must not run (--no-escalate, the script failed)
         self.timeout_s = timeout_s
@@ -106,7 +108,7 @@ class StageRunner:
 
     def _from_files(self, spec: StageSpec, paths: list[Path], because: str) -> TrailEntry:
         self.absorb(spec, paths)
-        names = ", ".join(p.name for p in paths)
+        names = ", ".join(p.name for p in self.sources.get(spec.name, paths))
         return TrailEntry(spec.name, "ran", f"loaded from {names} ({because})", None,
                           [self.run.relative(p) for p in paths])
 

@@ -59,11 +59,20 @@ def split_inputs(paths: Sequence[Path]) -> dict[str, list[Path]]:
     """Stage -> the given paths it reads (folders are Kineto rank folders); bad input fails here."""
     out: dict[str, list[Path]] = {}
     for path in paths:
-        if not path.exists():
-            raise TraceError(path, "no such file or directory")
+        path = _existing(path)
         spec = _stage_of(path)
         out.setdefault(spec.name, []).append(path)
     return out
+
+
+def _existing(path: Path) -> Path:
+    """The path, or for a missing ``X.nsys-rep`` the ``X.qdstrm`` an nsys without its importer left instead."""
+    if path.exists():
+        return path
+    stream = path.with_suffix(".qdstrm")
+    if path.suffix.lower() == ".nsys-rep" and stream.exists():
+        return stream
+    raise TraceError(path, "no such file or directory")
 
 
 def _stage_of(path: Path) -> StageSpec:
@@ -107,8 +116,8 @@ def walk_files(run: RunDir, book: RuleBook, findings: Findings, workflow: Workfl
     """``advisor analyze`` of fresh files: the framework findings are done; other stages load their files."""
     ingested = _ingest(run, given)
     runner = StageRunner(run, findings, _diagnoser(book, None), run_meta=run.read_metadata(), online=False,
-                         given=ingested, done={"framework": framework} if framework else {})
-    _record(run, walk(workflow, runner.execute, runner.state))
+                         given=ingested, sources=given, done={"framework": framework} if framework else {})
+    _record(run, walk(workflow, runner.execute, runner.state, _given_reasons(given)))
     return runner.diagnosed
 
 
@@ -131,13 +140,17 @@ def merge_into_run(run: RunDir, book: RuleBook, files: Sequence[Path], workflow_
     ingested = _ingest(run, given)
     stopped = _stopped_note(run)
     runner = StageRunner(run, findings, _diagnoser(book, stopped), config=config, run_meta=meta, online=False,
-                         given=ingested, done=done)
-    result = walk(workflow, runner.execute, runner.state)
+                         given=ingested, sources=given, done=done)
+    result = walk(workflow, runner.execute, runner.state, _given_reasons(given))
     merges = [*meta.get("merges", []), {"at": time.strftime("%Y-%m-%d %H:%M:%S"),
-                                        "files": [str(p.resolve()) for p in files],
+                                        "files": [str(p.resolve()) for ps in given.values() for p in ps],
                                         "stages": sorted(given)}]
     _record(run, result, merges=merges)
     return runner.diagnosed
+
+
+def _given_reasons(given: Mapping[str, list[Path]]) -> dict[str, str]:
+    return {stage: "given on the command line" for stage in given if stage != "framework"}
 
 
 def _recorded_workflow(meta: Mapping[str, Any]) -> Path | None:

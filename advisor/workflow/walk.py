@@ -144,13 +144,17 @@ def _show(value: Any) -> str:
 
 
 def walk(workflow: Workflow, execute: Callable[[str, list[str]], TrailEntry],
-         state: Callable[[], Mapping[str, Any]]) -> WalkResult:
+         state: Callable[[], Mapping[str, Any]], given: Mapping[str, str] | None = None) -> WalkResult:
     """Walk the graph once: execute each reached stage, decide the edges out of it.
 
     ``execute(stage, why)`` gets the reasons of the edges that reached the
     stage (empty for the start); ``state()`` returns the guard environment.
+    ``given`` maps stages the user gave data for to why: they are reached
+    whatever the guards say (the guards are still decided and recorded).
     """
     reached: dict[str, list[str]] = {workflow.start: []}
+    for stage, why in (given or {}).items():
+        reached.setdefault(stage, []).append(why)
     refused: dict[str, list[str]] = {}
     trail: list[TrailEntry] = []
     decisions: list[Decision] = []
