@@ -89,7 +89,7 @@ class StageRunner:
             return self._skipped(spec, ctx, f"needed ({because}), but advisor analyze only reads files and does "
                                             f"not run {spec.tool}; run it and add its output to this run")
         if self.hold:
-            return self._skipped(spec, ctx, f"needed ({because}), but not run: {self.hold}")
+            return self._skipped(spec, ctx, f"needed ({because}), but {self.hold}")
         return self._collect(spec, ctx, because)
 
     # ways a stage gets its data ----------------------------------------------------
