@@ -7,7 +7,11 @@ run, every phase as an NVTX range (``advisor::forward``, ...), each step as
 ``ProfilerStep#N``, and the active steps inside one ``advisor::capture``
 range. nsys is pointed at that range (``--capture-range=nvtx``), so it
 records only the steady-state steps, and stops there
-(``--capture-range-end=stop``) while the bootstrap ends the script.
+(``--capture-range-end=stop``) while the bootstrap ends the script. Where
+NVTX cannot reach nsys (no ``nvtx`` package, or nvtx 0.2.12+ with nsys
+2022.x) a GPU run uses ``--capture-range=cudaProfilerApi`` instead (the
+bootstrap also calls ``cudaProfilerStart``/``Stop`` around the steps), and a
+CPU run is recorded whole.
 
 Options, and why:
 
@@ -74,26 +78,33 @@ def stage_config(cfg: CollectorConfig, stage_dir: Path, step_method: str | None)
                    source_lines=False, profile_memory=False, with_stack=False)
 
 
-def _capture_options(tool: NsysTool) -> tuple[list[str], str | None]:
-    """The capture-range options, and a note when the run must record everything instead."""
+def _capture_options(tool: NsysTool, cuda: bool) -> tuple[list[str], str | None]:
+    """The capture-range options, and a note when NVTX cannot mark the profiled steps for this nsys."""
     from advisor.collect.labels import nvtx_available
 
+    why = None
     if not nvtx_available():
-        return [], "the nvtx package is not importable, so nsys recorded the whole run, not only the profiled steps"
-    try:
-        version = tuple(int(p) for p in metadata.version("nvtx").split(".")[:3])
-    except (metadata.PackageNotFoundError, ValueError):
-        version = (0, 0, 0)
-    if version >= (0, 2, 12) and tool.year < 2023:
-        # Ranges from nvtx 0.2.12+ never reach nsys 2022.x, so the capture range would never open.
-        return [], (f"nvtx {'.'.join(map(str, version))} does not reach nsys {tool.version}, so nsys recorded the "
-                    "whole run (pip install 'nvtx<0.2.12' to record only the profiled steps)")
-    return ["--capture-range=nvtx", f"--nvtx-capture={CAPTURE_RANGE}", "--capture-range-end=stop"], None
+        why = "the nvtx package is not importable"
+    else:
+        try:
+            version = tuple(int(p) for p in metadata.version("nvtx").split(".")[:3])
+        except (metadata.PackageNotFoundError, ValueError):
+            version = (0, 0, 0)
+        if version >= (0, 2, 12) and tool.year < 2023:
+            # Ranges from nvtx 0.2.12+ never reach nsys 2022.x, so the capture range would never open.
+            why = (f"nvtx {'.'.join(map(str, version))} does not reach nsys {tool.version} "
+                   "(pip install 'nvtx<0.2.12')")
+    if why is None:
+        return ["--capture-range=nvtx", f"--nvtx-capture={CAPTURE_RANGE}", "--capture-range-end=stop"], None
+    if cuda:  # the collector also brackets the profiled steps with cudaProfilerStart/Stop
+        return (["--capture-range=cudaProfilerApi", "--capture-range-end=stop"],
+                f"{why}, so nsys was pointed at cudaProfilerStart/Stop and the phases are not named")
+    return [], f"{why}, so nsys recorded the whole run, and the phases are not named"
 
 
 def nsys_command(tool: NsysTool, config_path: Path, out_base: Path, cuda: bool) -> tuple[list[str], list[str]]:
     """The ``nsys profile`` command line for the bootstrap's config, and notes on what it cannot do."""
-    capture, note = _capture_options(tool)
+    capture, note = _capture_options(tool, cuda)
     cmd = [str(tool.path), "profile", f"--trace={','.join(tool.trace_options(cuda))}", "--sample=none",
            "--cpuctxsw=none", *capture, "--force-overwrite=true", f"--output={out_base}",
            *child_command(config_path)]

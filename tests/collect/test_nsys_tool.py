@@ -99,7 +99,10 @@ def test_newer_nvtx_records_the_whole_run_on_old_nsys(tmp_path, monkeypatch) -> 
     old = NsysTool(Path("/opt/nsys"), "2022.4.2", FULL)
     cmd, notes = nsys_command(old, tmp_path / "c.json", tmp_path / "report", cuda=False)
     assert not any(c.startswith("--capture-range") for c in cmd)
-    assert "nvtx 0.2.13 does not reach nsys 2022.4.2" in notes[0]
+    assert "nvtx 0.2.13 does not reach nsys 2022.4.2" in notes[0] and "recorded the whole run" in notes[0]
+    cmd, notes = nsys_command(old, tmp_path / "c.json", tmp_path / "report", cuda=True)
+    assert "--capture-range=cudaProfilerApi" in cmd and "--nvtx-capture=advisor::capture" not in cmd
+    assert "cudaProfilerStart/Stop" in notes[0]
     new = NsysTool(Path("/opt/nsys"), "2024.2.1", FULL)
     cmd, notes = nsys_command(new, tmp_path / "c.json", tmp_path / "report", cuda=False)
     assert "--capture-range=nvtx" in cmd and notes == []

@@ -143,3 +143,17 @@ def test_without_nsys_the_stage_is_skipped_and_its_command_merges_back(tmp_path)
     facts = {f["name"]: f["value"] for f in _load(run, "findings.json")["facts"]}
     assert facts["system.steps.count"] == 3 and facts["system.osrt.main_top_phase"] == "dataloader"
     assert "## What the system stage added" in (run / "report.md").read_text()
+
+
+def test_analyze_takes_the_nsys_rep(escalated, tmp_path) -> None:
+    """`advisor analyze` of a .nsys-rep exports it with nsys and reads it like the collector's own."""
+    run, _ = escalated
+    out = tmp_path / "again"
+    result = run_cli("analyze", str(run / "system" / "report.nsys-rep"), "--out", str(out), cwd=tmp_path)
+    assert result.code == 0, result.output
+    trail = {e["stage"]: e for e in _load(out, "run.json")["trail"]}
+    assert trail["system"]["status"] == "ran" and trail["system"]["artifacts"] == ["system/report.sqlite"]
+    again = {f["name"]: f["value"] for f in _load(out, "findings.json")["facts"]}
+    first = {f["name"]: f["value"] for f in _load(run, "findings.json")["facts"]}
+    assert again["system.phases.timeline"] == first["system.phases.timeline"]
+    assert again["system.osrt.waits"] == first["system.osrt.waits"]
