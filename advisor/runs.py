@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from advisor.analyze.findings import Findings
 from advisor.collect.config import CollectorConfig
 from advisor.collect.framework import FrameworkResult, check_script, run_framework
 from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import SEVERITIES
-from advisor.pipeline import Diagnosed, analyze_traces, diagnose_findings, find_kineto_traces, load_traces, render_run, save
-from advisor.pipeline import rediagnose
-from advisor.analyze.findings import Findings
 from advisor.errors import UsageError
+from advisor.pipeline import Diagnosed, analyze_traces, find_kineto_traces, load_traces, render_run, save
+from advisor.pipeline import rediagnose
 from advisor.rundir import RunDir
 from advisor.workflow.graph import load_workflow
 from advisor.workflow.session import check_inputs, merge_into_run, split_inputs, walk_files
