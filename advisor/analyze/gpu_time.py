@@ -85,6 +85,11 @@ PROVIDES = (
         "of_idle": "fraction: of the idle time", "calls_per_step": "count: calls per step",
         "site": "text: the user's line", "file": "text: file", "line": "count: line",
     }),
+    FactSpec("gpu.idle.top_host_op", "text", "the host operator that ran through the most idle time"),
+    FactSpec("gpu.idle.top_host_ms", "ms", "idle time per step it ran through"),
+    FactSpec("gpu.idle.top_host_site", "text", "its user file:line, or the operator's name when the trace has no stacks"),
+    FactSpec("gpu.idle.top_host_file", "text", "file of that line"),
+    FactSpec("gpu.idle.top_host_line", "count", "number of that line"),
     FactSpec("gpu.kinds", "table", "busy time by kind of GPU op", columns={
         "kind": "text: compute, comm, memcpy or memset", "ms": "ms: per step (union of that kind)",
         "share": "fraction: of the window", "ops_per_step": "count: ops per step",
@@ -262,7 +267,14 @@ def gpu_time(view: TraceView) -> dict[str, Any]:
     out["gpu.idle.table"] = records(sorted(table, key=lambda r: -r["ms"]))
     out["gpu.idle.top_cause"] = max(table, key=lambda r: r["ms"])["cause"] if b["idle"] else "none"
     out["gpu.gaps"] = records(_gap_rows(gaps, ops, links, view))
-    out["gpu.idle.host_ops"] = records(_idle_host_ops(view, gaps, links, b["idle"]))
+    host_ops = _idle_host_ops(view, gaps, links, b["idle"])
+    out["gpu.idle.host_ops"] = records(host_ops)
+    if host_ops:
+        top = host_ops[0]
+        out.update({"gpu.idle.top_host_op": top["op"], "gpu.idle.top_host_ms": top["ms"],
+                    "gpu.idle.top_host_site": top["site"] or top["op"]})
+        if top["site"]:
+            out.update({"gpu.idle.top_host_file": top["file"], "gpu.idle.top_host_line": top["line"]})
     out["gpu.kinds"] = records([
         {"kind": k, "ms": b[k] / per, "share": b[k] / window, "ops_per_step": int((ops["kind"] == k).sum()) / links.steps}
         for k in ("compute", "comm", "memcpy", "memset")

@@ -30,6 +30,7 @@ PROVIDES = (
     FactSpec("launch.short_kernel_fraction", "fraction", "share of kernels that run shorter than their launch call"),
     FactSpec("launch.short_kernel_ms", "ms", "kernel time per step in kernels shorter than their launch call"),
     FactSpec("launch.linked_fraction", "fraction", "share of kernels whose launch call is in the trace"),
+    FactSpec("launch.top_site", "text", "the user's line (or operator) with the most short kernels"),
     FactSpec("launch.by_op", "table", "operators whose kernels are shortest next to their launch calls", columns={
         "op": "text: outermost operator", "short_per_step": "count: short kernels per step",
         "kernel_us": "us: mean kernel duration", "call_us": "us: mean launch call duration",
@@ -68,4 +69,6 @@ def launch(view: TraceView) -> dict[str, Any]:
                          "site": site(r.src_file, int(r.src_line), r.src_func), "file": r.src_file,
                          "line": int(r.src_line)})
     out["launch.by_op"] = records(rows)
+    if rows:
+        out["launch.top_site"] = rows[0]["site"] or rows[0]["op"]
     return out
