@@ -74,7 +74,7 @@ def _collectives(comm: pd.DataFrame, steps: int) -> list[dict[str, Any]]:
 
 def _host_comm_ms(view: TraceView, lo: int, hi: int, steps: int) -> float:
     host = view.host
-    sel = host["cat"].isin(("cpu_op", "user_annotation")) & host["name"].map(lambda n: bool(_HOST_COMM.search(n)))
+    sel = host["cat"].isin(("cpu_op", "user_annotation")) & host["name"].map(lambda n: bool(_HOST_COMM.search(n))).astype(bool)
     part = host[sel & (host["ts"] >= lo) & (host["ts"] < hi)]
     if len(part) == 0:
         return 0.0

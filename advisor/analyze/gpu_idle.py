@@ -49,6 +49,8 @@ CAUSES = ("sync", "dataloader", "launch", "cpu", "kernel_gap", "other")
 KERNEL_GAP_NS = 100_000
 #: a host wait this short is the host's launch rhythm, not other CPU work
 LAUNCH_GAP_NS = 50_000
+#: a sync that returned this soon before the GPU went idle still waited for it
+SYNC_SLACK_NS = 10_000
 
 _EMPTY = (np.empty(0, "int64"), np.empty(0, "int64"))
 
@@ -96,11 +98,16 @@ def _split_host_wait(parts: dict[str, np.ndarray], lo: np.ndarray, hi: np.ndarra
     """Split each host wait [lo, hi) into sync, dataloader, and launch or cpu, in that priority."""
     wait = np.where(mask, hi - lo, 0)
     in_sync = intervals.covered_between(*syncs, lo, hi)
-    # A sync call running when the GPU went idle kept the host from queuing work meanwhile.
+    # A sync call running when the GPU went idle (or returning just then: host and GPU clocks
+    # differ by microseconds) kept the host from queuing work while it waited.
     s, e = syncs
     j = np.searchsorted(s, lo, side="right") - 1
-    running = (j >= 0) & (lo < e[np.maximum(j, 0)]) if len(s) else np.zeros(len(lo), bool)
-    blocked_before = np.where(running, lo - s[np.maximum(j, 0)] if len(s) else 0, 0)
+    if len(s):
+        k = np.maximum(j, 0)
+        running = (j >= 0) & (lo <= e[k] + SYNC_SLACK_NS)
+        blocked_before = np.where(running, np.minimum(lo, e[k]) - s[k], 0)
+    else:
+        blocked_before = np.zeros(len(lo), "int64")
     sync = np.minimum(in_sync + blocked_before, wait)
     both = intervals.intersect(*syncs, *dataloader)
     loading = intervals.covered_between(*dataloader, lo, hi) - intervals.covered_between(*both, lo, hi)
