@@ -137,6 +137,7 @@ def _template_part(name: str) -> tuple[str, str]:
     The parameter list is the first ``(`` outside angle brackets; the template arguments are the
     bracketed part just before it, so a templated return type (``std::enable_if<...>::type``) is skipped.
     """
+    name = name.replace("(anonymous namespace)", "anonymous")
     depth, paren = 0, len(name)
     for i, ch in enumerate(name):
         if ch == "<":
