@@ -63,6 +63,7 @@ KERNEL_COLUMNS = {
     "share": "fraction: share of GPU kernel time (framework stage)",
     "ms_per_step": "ms: GPU time per step (framework stage)",
     "calls_per_step": "count: launches per step (framework stage)",
+    "where": "text: the kernel and, where known, the operator, source line and module that launched it",
 }
 RULE_COLUMNS = {
     "report": "text: the file", "kernel": "text: the kernel", "section": "text: ncu section",
@@ -100,6 +101,7 @@ def ncu_kernels(view: KernelView) -> dict[str, Any]:
     rows = []
     for row in table.to_dict("records"):
         row.update(_origin(row["kernel"], row["function"], view.framework_kernels))
+        row["where"] = _where(row)
         rows.append({k: (None if isinstance(v, float) and pd.isna(v) else v) for k, v in row.items()})
     rows.sort(key=lambda r: (-(r["share"] or 0), -(r["duration_us"] or 0)))
     devices = [d for d in dict.fromkeys(r["device"] for r in rows) if d]
@@ -119,6 +121,18 @@ def ncu_rules(view: KernelView) -> dict[str, Any]:
     out = rules[keep].copy()
     out["message"] = out["message"].astype(str).map(_plain_links)
     return {"ncu.rules": records(out.to_dict("records"))}
+
+
+def _where(row: Mapping[str, Any]) -> str:
+    """``addConstDouble3 (addConstDouble3.ncu-rep), launched by aten::add at train.py:41 (step) in model.fc``."""
+    text = f"{row['function']} ({row['report']})"
+    if row.get("op"):
+        text += f", launched by {row['op']}"
+    if row.get("site"):
+        text += f" at {row['site']}"
+    if row.get("module"):
+        text += f" in {row['module']}"
+    return text
 
 
 def _plain_links(text: str) -> str:
