@@ -4,6 +4,7 @@ from advisor.analyze import (  # noqa: F401
     comm,
     copies,
     dataloader,
+    gpu_kernels,
     gpu_memory,
     gpu_ranks,
     gpu_time,

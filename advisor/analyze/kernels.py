@@ -1,156 +1,141 @@
-"""The GPU kernels with the most time, and the operators, source lines and modules that launch them.
+"""Kernel-stage analyzers: why each profiled kernel is slow, and who launched it.
 
-Kernel time is the sum of kernel durations (streams that overlap count
-twice), over kernels that start in the GPU window; ``share`` is of that
-total. Each kernel name gets the operator, line and module that launched
-most of its time, through the links in :mod:`.gpu_ops`.
+``ncu_kernels`` publishes one record per profiled kernel (the mean over its launches) with the
+figures of :mod:`.kernel_metrics`, tied back, where the framework stage saw the kernel, to the
+PyTorch operator, source line and ``nn.Module`` that launched it and to its share of GPU time.
+``ncu_rules`` publishes Nsight Compute's own rule results, marked as ncu's.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.gpu_ops import GpuLinks
-from advisor.analyze.kernel_names import is_matmul_or_conv, kernel_precision, uses_tensor_cores
+from advisor.analyze.kernel_metrics import per_kernel
+from advisor.analyze.kernel_view import KernelView
 from advisor.analyze.registry import analyzer
-from advisor.analyze.view import TraceView
-
-__all__ = ["kernels_in_window"]
-
-TOP_N = 15
+from advisor.collect.ncu import kernel_filter
 
 KERNEL_COLUMNS = {
-    "name": "text: kernel name",
-    "ms": "ms: kernel time per step",
-    "share": "fraction: of total GPU kernel time",
-    "calls_per_step": "count: launches per step",
-    "avg_us": "us: mean duration",
-    "kind": "text: compute or comm",
-    "op": "text: outermost operator that launched most of its time",
-    "op_inner": "text: innermost operator that launched it",
-    "site": "text: user file:line (function) that launched most of its time",
-    "file": "text: that file", "line": "count: that line", "function": "text: function of that line",
-    "module": "text: nn.Module path it ran in most",
-    "phase": "text: phase it was launched in most",
-    "matmul": "bool: a matrix multiply or convolution kernel",
-    "tensor_core": "bool: its name says it runs on tensor (matrix) cores",
-    "precision": "text: fp32, tf32, fp16, bf16 or '' as far as the name says",
+    "report": "text: the file the kernel's results came from",
+    "kernel": "text: kernel name as ncu printed it (demangled)",
+    "function": "text: function name without scope, templates or parameters",
+    "launches": "count: profiled launches (the figures are their mean)",
+    "duration_us": "us: duration of one launch",
+    "device": "text: GPU name, where the file has it",
+    "cc": "text: compute capability",
+    "bound": "text: memory, compute, latency or small-grid (see kernel_metrics)",
+    "sm_pct": "ratio: compute (SM) throughput, % of peak",
+    "mem_pct": "ratio: memory throughput (busiest unit), % of peak",
+    "dram_pct": "ratio: DRAM throughput, % of peak",
+    "gflops": "ratio: achieved GFLOP/s, all precisions",
+    "fp64_share": "fraction: share of the FLOPs done in fp64",
+    "arithmetic_intensity": "ratio: FLOPs per DRAM byte",
+    "ridge_point": "ratio: FLOPs per byte where the memory roof meets the compute roof",
+    "roofline_side": "text: memory or compute: which roof is above the kernel",
+    "roof_pct": "ratio: achieved FLOP/s as % of the roof at its arithmetic intensity",
+    "precision": "text: the precision with most FLOPs (fp64 or fp32)",
+    "fp32_to_fp64": "ratio: the GPU's fp32 to fp64 throughput ratio (2 on datacenter GPUs, 32-64 on others)",
+    "theoretical_occ_pct": "ratio: theoretical occupancy, %",
+    "achieved_occ_pct": "ratio: achieved occupancy, %",
+    "occ_limiter": "text: what limits theoretical occupancy (registers, shared memory, block size...), or none",
+    "registers_per_thread": "count: registers per thread",
+    "block_size": "count: threads per block",
+    "grid_size": "count: blocks per grid",
+    "waves_per_sm": "ratio: waves of blocks per SM",
+    "last_wave_idle": "fraction: share of block slots left idle by the partial last wave",
+    "top_stall": "text: the warp stall reason with most cycles",
+    "top_stall_share": "fraction: its share of the cycles between two issued instructions",
+    "stalls": "text: the three main stall reasons with their shares",
+    "sectors_per_request": "ratio: 32-byte sectors per global load/store request",
+    "excess_sector_fraction": "fraction: share of global-access L2 sectors beyond fully coalesced access",
+    "smem_excess_fraction": "fraction: share of shared-memory wavefronts caused by bank conflicts",
+    "fp64_pipe_pct": "ratio: FP64 pipe busy, % of peak",
+    "op": "text: PyTorch operator that launched it (framework stage)",
+    "site": "text: file:line (function) in the user's code",
+    "file": "text: the user's file",
+    "line": "count: the line",
+    "module": "text: nn.Module path",
+    "share": "fraction: share of GPU kernel time (framework stage)",
+    "ms_per_step": "ms: GPU time per step (framework stage)",
+    "calls_per_step": "count: launches per step (framework stage)",
+    "where": "text: the kernel and, where known, the operator, source line and module that launched it",
+}
+RULE_COLUMNS = {
+    "report": "text: the file", "kernel": "text: the kernel", "section": "text: ncu section",
+    "rule": "text: ncu rule identifier", "type": "text: OPT, WRN, INF or ERR as ncu rated it",
+    "message": "text: ncu's own words", "speedup": "ratio: ncu's estimated speedup, %",
 }
 
-PROVIDES = (
-    FactSpec("kernels.top", "table", f"the {TOP_N} kernels with the most time per step", columns=KERNEL_COLUMNS),
-    FactSpec("kernels.count_per_step", "count", "kernel launches per step"),
-    FactSpec("kernels.ms", "ms", "kernel time per step (sum of durations)"),
-    FactSpec("kernels.median_us", "us", "median kernel duration"),
-    FactSpec("kernels.top_name", "text", "the kernel with the most time"),
-    FactSpec("kernels.top_share", "fraction", "share of kernel time in the top kernel"),
-    FactSpec("kernels.top3_share", "fraction", "share of kernel time held by the 3 kernels with the most time"),
-    FactSpec("kernels.distinct", "count", "number of distinct kernel names"),
-    FactSpec("kernels.by_op", "table", "operators by the GPU kernel time they launch", columns={
-        "op": "text: outermost operator", "ms": "ms: kernel time per step", "share": "fraction: of kernel time",
-        "kernels_per_step": "count: kernels per step", "top_kernel": "text: its kernel with the most time",
-        "site": "text: the user's line that calls it most", "module": "text: nn.Module path",
-    }),
-    FactSpec("kernels.by_line", "table", "source lines by the GPU kernel time they launch", columns={
-        "site": "text: user file:line (function)", "file": "text: file", "line": "count: line",
-        "ms": "ms: kernel time per step", "share": "fraction: of kernel time",
-        "kernels_per_step": "count: kernels per step", "top_kernel": "text: its kernel with the most time",
-        "op": "text: its operator with the most kernel time",
-    }),
-)
+
+def _origin(kernel: str, function: str, framework: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Where the framework stage saw this kernel: its kernels.top row, matched by the filter ncu is given."""
+    for row in framework:
+        name = str(row.get("name", ""))
+        base, regex = kernel_filter(name)
+        subject = kernel if base == "demangled" else function
+        if name == kernel or re.search(regex[len("regex:"):], subject):
+            return {"op": row.get("op", ""), "site": row.get("site", ""), "file": row.get("file", ""),
+                    "line": row.get("line", -1), "module": row.get("module", ""), "share": row.get("share"),
+                    "ms_per_step": row.get("ms"), "calls_per_step": row.get("calls_per_step")}
+    return {"op": "", "site": "", "file": "", "line": -1, "module": "", "share": None, "ms_per_step": None,
+            "calls_per_step": None}
 
 
-def kernels_in_window(links: GpuLinks) -> pd.DataFrame:
-    """The kernels that start inside the GPU window."""
-    ops = links.ops
-    return ops[(ops["cat"] == "kernel") & (ops["ts"] >= links.lo) & (ops["ts"] < links.hi)]
-
-
-def _dominant(frame: pd.DataFrame, by: str, keys: list[str]) -> pd.DataFrame:
-    """For each value of ``by``, the ``keys`` that carry most of its kernel time."""
-    g = frame.groupby([by, *keys], sort=False, observed=True)["dur"].sum().reset_index()
-    return g.sort_values("dur", ascending=False, kind="stable").drop_duplicates(by).set_index(by)
-
-
-def _top(kernels: pd.DataFrame, steps: int, total: int) -> list[dict[str, Any]]:
-    by_name = kernels.groupby("name", sort=False).agg(dur=("dur", "sum"), calls=("dur", "size"))
-    by_name = by_name.sort_values("dur", ascending=False, kind="stable").head(TOP_N)
-    top = kernels[kernels["name"].isin(by_name.index)]
-    where = _dominant(top, "name", ["op", "op_inner", "src_file", "src_line", "src_func", "module", "phase", "kind"])
-    rows = []
-    for name, r in by_name.iterrows():
-        w = where.loc[name]
-        line = int(w["src_line"])
-        rows.append({
-            "name": name, "ms": r["dur"] / steps / NS_PER_MS, "share": r["dur"] / total if total else 0.0,
-            "calls_per_step": r["calls"] / steps, "avg_us": r["dur"] / r["calls"] / 1e3, "kind": w["kind"],
-            "op": w["op"], "op_inner": w["op_inner"], "site": site(w["src_file"], line, w["src_func"]),
-            "file": w["src_file"], "line": line, "function": w["src_func"], "module": w["module"], "phase": w["phase"],
-            "matmul": is_matmul_or_conv(name), "tensor_core": uses_tensor_cores(name), "precision": kernel_precision(name),
-        })
-    return rows
-
-
-def _by_op(kernels: pd.DataFrame, steps: int, total: int) -> list[dict[str, Any]]:
-    known = kernels[kernels["op"] != ""]
-    if len(known) == 0:
-        return []
-    g = known.groupby("op", sort=False).agg(dur=("dur", "sum"), n=("dur", "size"))
-    g = g.sort_values("dur", ascending=False).head(TOP_N)
-    top_kernel = _dominant(known, "op", ["name"])["name"]
-    where = _dominant(known, "op", ["src_file", "src_line", "src_func", "module"])
-    return [{
-        "op": op, "ms": r["dur"] / steps / NS_PER_MS, "share": r["dur"] / total if total else 0.0,
-        "kernels_per_step": r["n"] / steps, "top_kernel": top_kernel.get(op, ""),
-        "site": site(where.loc[op, "src_file"], int(where.loc[op, "src_line"]), where.loc[op, "src_func"]),
-        "module": where.loc[op, "module"],
-    } for op, r in g.iterrows()]
-
-
-def _by_line(kernels: pd.DataFrame, steps: int, total: int) -> list[dict[str, Any]]:
-    located = kernels[kernels["src_line"] >= 0]
-    if len(located) == 0:
-        return []
-    keys = ["src_file", "src_line", "src_func"]
-    g = located.groupby(keys, sort=False).agg(dur=("dur", "sum"), n=("dur", "size")).reset_index()
-    g = g.sort_values("dur", ascending=False).head(TOP_N)
-    located = located.assign(key=located["src_file"] + ":" + located["src_line"].astype(str))
-    top_kernel = _dominant(located, "key", ["name"])["name"]
-    top_op = _dominant(located, "key", ["op"])["op"]
-    rows = []
-    for r in g.itertuples(index=False):
-        key = f"{r.src_file}:{r.src_line}"
-        rows.append({"site": site(r.src_file, int(r.src_line), r.src_func), "file": r.src_file, "line": int(r.src_line),
-                     "ms": r.dur / steps / NS_PER_MS, "share": r.dur / total if total else 0.0,
-                     "kernels_per_step": r.n / steps, "top_kernel": top_kernel.get(key, ""), "op": top_op.get(key, "")})
-    return rows
-
-
-@analyzer("kernels", needs=("kernel",), provides=PROVIDES)
-def kernels(view: TraceView) -> dict[str, Any]:
-    """Top kernels by time, with the operator, line and module that launch them."""
-    links = view.gpu
-    ks = kernels_in_window(links)
-    if len(ks) == 0:
+@analyzer("ncu_kernels", stage="kernel", needs=("launches",), provides=(
+    FactSpec("ncu.kernels", "table", "each profiled kernel: bound class, roofline, occupancy, waves, stalls, "
+             "coalescing, bank conflicts, fp64, and who launched it", columns=KERNEL_COLUMNS),
+    FactSpec("ncu.kernel_count", "count", "kernels profiled with Nsight Compute"),
+    FactSpec("ncu.launch_count", "count", "kernel launches profiled"),
+    FactSpec("ncu.device", "text", "the GPU the kernels were profiled on"),
+))
+def ncu_kernels(view: KernelView) -> dict[str, Any]:
+    """Per-kernel diagnosis figures from the Nsight Compute counters, tied back to the PyTorch code."""
+    table = per_kernel(view.launches)
+    if len(table) == 0:
         return {}
-    steps = links.steps
-    total = int(ks["dur"].sum())
-    top = _top(ks, steps, total)
-    shares = ks.groupby("name", sort=False)["dur"].sum().sort_values(ascending=False)
-    return {
-        "kernels.top": records(top),
-        "kernels.count_per_step": len(ks) / steps,
-        "kernels.ms": total / steps / NS_PER_MS,
-        "kernels.median_us": float(np.median(ks["dur"])) / 1e3,
-        "kernels.top_name": top[0]["name"],
-        "kernels.top_share": top[0]["share"],
-        "kernels.top3_share": float(shares.head(3).sum()) / total if total else 0.0,
-        "kernels.distinct": int(len(shares)),
-        "kernels.by_op": records(_by_op(ks, steps, total)),
-        "kernels.by_line": records(_by_line(ks, steps, total)),
-    }
+    rows = []
+    for row in table.to_dict("records"):
+        row.update(_origin(row["kernel"], row["function"], view.framework_kernels))
+        row["where"] = _where(row)
+        rows.append({k: (None if isinstance(v, float) and pd.isna(v) else v) for k, v in row.items()})
+    rows.sort(key=lambda r: (-(r["share"] or 0), -(r["duration_us"] or 0)))
+    devices = [d for d in dict.fromkeys(r["device"] for r in rows) if d]
+    return {"ncu.kernels": records(rows), "ncu.kernel_count": len(rows), "ncu.launch_count": len(view.launches),
+            "ncu.device": ", ".join(devices) if devices else None}
+
+
+@analyzer("ncu_rules", stage="kernel", needs=("rules",), provides=(
+    FactSpec("ncu.rules", "table", "Nsight Compute's own rule results (ncu's words, not the advisor's)",
+             columns=RULE_COLUMNS),
+))
+def ncu_rules(view: KernelView) -> dict[str, Any]:
+    """ncu's rule results that say something (its OK and empty messages are left out)."""
+    rules = view.rules
+    rules = rules[rules["type"].isin(["OPT", "WRN", "ERR", "INF"]) & (rules["message"].astype(str) != "")]
+    keep = ["report", "kernel", "section", "rule", "type", "message", "speedup"]
+    out = rules[keep].copy()
+    out["message"] = out["message"].astype(str).map(_plain_links)
+    return {"ncu.rules": records(out.to_dict("records"))}
+
+
+def _where(row: Mapping[str, Any]) -> str:
+    """``addConstDouble3 (addConstDouble3.ncu-rep), launched by aten::add at train.py:41 (step) in model.fc``."""
+    text = f"{row['function']} ({row['report']})"
+    if row.get("op"):
+        text += f", launched by {row['op']}"
+    if row.get("site"):
+        text += f" at {row['site']}"
+    if row.get("module"):
+        text += f" in {row['module']}"
+    return text
+
+
+def _plain_links(text: str) -> str:
+    """ncu_report writes links as ``@url:text:link@`` / ``@section:id:text@``; keep the text."""
+    text = re.sub(r"@url:([^:@]+):(https?:[^@]+)@", r"\1 (\2)", text)
+    return re.sub(r"@\w+:[^:@]+:([^@]+)@", r"\1", text)

@@ -16,7 +16,7 @@ import numpy as np
 
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.kernels import kernels_in_window
+from advisor.analyze.gpu_kernels import kernels_in_window
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
 

@@ -20,7 +20,7 @@ import pandas as pd
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.kernel_names import is_matmul_or_conv, kernel_precision, uses_tensor_cores
-from advisor.analyze.kernels import kernels_in_window
+from advisor.analyze.gpu_kernels import kernels_in_window
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
 
