@@ -15,15 +15,16 @@ its time is split by what held that op back:
     not say when it was launched.
 ``launch``
     The time from the start of the launch call to the op's start (the launch
-    path itself), and whole host waits no longer than
-    :data:`LAUNCH_GAP_NS`: the host issues ops one after another and the GPU
-    finishes each before the next arrives (launch-bound).
+    path itself; a launch call that is slow on its own, such as the lazy
+    loading of a kernel module on first use, counts here too), and whole host
+    waits no longer than :data:`LAUNCH_GAP_NS`: the host issues ops one after
+    another and the GPU finishes each before the next arrives (launch-bound).
 ``sync``
     The host could not launch because it was inside a synchronising call
     (``cudaDeviceSynchronize``, ``.item()``, a blocking copy, ``cudaFree``),
-    or had just come out of one: while the host waited for the GPU to finish
-    it could not queue the next work, so up to the time it spent waiting is
-    charged here.
+    or had just come out of one (within :data:`SYNC_SLACK_NS`): while the host
+    waited for the GPU to finish it could not queue the next work, so up to
+    the time it spent waiting is charged here.
 ``dataloader``
     The host was in the training loop's data-loading phase.
 ``cpu``
