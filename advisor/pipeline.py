@@ -64,6 +64,9 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
     view = TraceView(primary, run_meta)
     findings = run_analyzers(view, "framework", evidence=str(primary.path))
     if len(traces) > 1:
+        # GPU figures across ranks (imbalance, straggler, collective wait): see advisor.analyze.gpu_ranks
+        views = [view, *(TraceView(t, run_meta) for t in traces[1:])]
+        findings.merge(run_analyzers(views, "gpu_ranks", evidence=str(primary.path.parent)))
         findings.notes.append(
             f"{len(traces)} rank traces were given; per-rank findings are for rank {primary.rank} "
             f"({primary.path.name})"
