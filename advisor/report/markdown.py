@@ -76,6 +76,33 @@ def fact_value(value: Any, unit: str = "") -> str:
     return "" if value is None else str(value)
 
 
+#: evidence columns a ``site`` column already says
+_REDUNDANT = ("file", "line", "function", "exact")
+_FIRST = ("name", "site", "phase", "ms", "self_ms", "share", "calls_per_step", "ops_per_step")
+
+
+def evidence_kind(column: str) -> str:
+    """How to show an evidence column, from its name: ``*_ms`` as durations, shares as percentages."""
+    if column == "ms" or column.endswith("_ms"):
+        return "ms"
+    if column == "share" or column.endswith(("_share", "_fraction")):
+        return "pct"
+    if column.endswith(("_per_step", "count", "calls")):
+        return "num"
+    if column in ("name", "site", "module", "op", "top_op", "file", "kernel"):
+        return "code"
+    return "value"
+
+
+def evidence_columns(keys: Sequence[Any]) -> list[tuple[str, Any, str]]:
+    """Table columns for evidence rows: the telling ones first, those a ``site`` column repeats left out."""
+    names = [str(k) for k in keys]
+    if "site" in names:
+        names = [n for n in names if n not in _REDUNDANT]
+    names.sort(key=lambda n: _FIRST.index(n) if n in _FIRST else len(_FIRST))
+    return [(n, n, evidence_kind(n)) for n in names]
+
+
 def _num(fmt: Callable[[float], str]) -> Callable[[Any], str]:
     def render(value: Any) -> str:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -114,12 +141,29 @@ def _row_value(row: Any, key: Any) -> Any:
     return None
 
 
-def md_table(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int = 20, width: int = WIDTH) -> str:
+def md_table(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int = 20, width: int = WIDTH,
+             drop: bool = False) -> str:
     """A padded Markdown table of ``rows`` (dicts or sequences) at most ``width`` characters wide.
 
     ``columns`` are ``(header, key, kind)``; kind is one of text, code, ms, signed_ms, pct,
     signed_pct, num, size, or value (a fact's value; the row's ``unit`` picks the format).
+    When shortening cells is not enough and ``drop`` is set, the last columns are left out
+    and named under the table.
     """
+    columns = list(columns)
+    dropped: list[str] = []
+    while True:
+        table = _fit(rows, columns, limit, width)
+        if not drop or len(columns) < 2 or len(table.split("\n", 1)[0]) <= width:
+            break
+        dropped.insert(0, str(columns.pop()[0]))
+    if dropped:
+        table += "\n\n" + md_text(f"Columns left out to fit the page: {', '.join(dropped)}.")
+    return table
+
+
+def _fit(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int, width: int) -> str:
+    """One padded table, its text columns shortened until it fits ``width`` (or cannot shrink more)."""
     rows = list(rows)[:limit]
     kinds = [c[2] for c in columns]
     raw = [[(fact_value(_row_value(r, c[1]), _row_value(r, "unit") or "") if c[2] == "value"

@@ -16,7 +16,7 @@ stay within :data:`MD_WIDTH` characters.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,7 +28,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from advisor.report.markdown import fact_value, md_cell, md_code, md_table, md_text, shorten, wrap
+from advisor.report.markdown import (evidence_columns, evidence_kind, fact_value, md_cell, md_code, md_table,
+                                     md_text, shorten, wrap)
 from advisor.resources import templates_dir
 from advisor.units import fmt_bytes, fmt_ms, fmt_num, fmt_pct
 
@@ -67,9 +68,13 @@ def _quote(text: Any) -> str:
     return "\n".join(f"> {line}".rstrip() for line in str(text or "").splitlines())
 
 
-def _columns(keys: Iterable[Any]) -> list[tuple[str, Any, str]]:
-    """Table columns for evidence rows: every key, its value shown as a fact value."""
-    return [(str(k), k, "value") for k in keys]
+def _evidence_cell(value: Any, column: str) -> str:
+    """An evidence value formatted by its column's name (``*_ms``, ``share``, ``*_per_step``)."""
+    kind = evidence_kind(str(column))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {"ms": fmt_ms, "pct": fmt_pct, "num": fmt_num}.get(kind, lambda v: fact_value(v))(float(value)) \
+            if kind != "value" else fact_value(value)
+    return fact_value(value)
 
 
 def _markdown_html(text: Any) -> Markup:
@@ -99,7 +104,7 @@ def _environment(autoescape: bool) -> jinja2.Environment:
                        signed_pct=_safe(lambda v: ("+" if v > 0 else "") + fmt_pct(v)),
                        pct=_safe(fmt_pct), ms=_safe(fmt_ms), num=_safe(fmt_num), size=_safe(fmt_bytes),
                        cell=md_cell, text=md_text, code=md_code, shorten=shorten, value=fact_value, wrap=wrap,
-                       mdtable=md_table, quote=_quote, columns=_columns, autolink=_autolink,
+                       mdtable=md_table, quote=_quote, columns=evidence_columns, evidence=_evidence_cell, autolink=_autolink,
                        url=safe_url, markdown=_markdown_html, python=_python_html, data_uri=_data_uri)
     return env
 
