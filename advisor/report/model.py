@@ -127,8 +127,9 @@ def _reproduce(meta: Mapping[str, Any], run: RunDir, stages: list[dict[str, Any]
     return steps
 
 
-def build_report_data(run: RunDir) -> dict[str, Any]:
-    """Everything the reports show, from the run directory's own files."""
+def build_report_data(run: RunDir, charts: bool = True) -> dict[str, Any]:
+    """Everything the reports show, from the run directory's own files (``charts=False``: no drawing,
+    for the terminal card)."""
     meta = run.read_metadata()
     findings = run.read_json("findings.json")
     diagnosed = run.read_json("diagnoses.json")
@@ -136,9 +137,9 @@ def build_report_data(run: RunDir) -> dict[str, Any]:
     units = {f["name"]: f.get("unit", "") for f in findings.get("facts", [])}
     roots = [Path(p) for p in meta.get("source_roots", [])]
     diagnoses = _diagnoses(diagnosed.get("diagnoses", []), facts, units, roots)
-    trail = build_trail(meta, diagnoses)
-    charts = report_charts(facts)
-    expected = ["report.md", "report.html", *(f"charts/{c.id}.svg" for c in [*charts, trail["chart"]] if c.svg)]
+    trail = build_trail(meta, diagnoses, draw_graph=charts)
+    drawn = report_charts(facts) if charts else []
+    expected = ["report.md", "report.html", *(f"charts/{c.id}.svg" for c in [*drawn, trail["chart"]] if c.svg)]
     return {
         "advisor_version": __version__,
         "generated_at": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -151,7 +152,7 @@ def build_report_data(run: RunDir) -> dict[str, Any]:
         "facts": facts,
         "units": units,
         "findings": findings,
-        "charts": charts,
+        "charts": drawn,
         "trail": trail,
         "ranks": rank_times(facts),
         "straggler": straggler(facts),

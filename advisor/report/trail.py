@@ -138,7 +138,8 @@ def graph_chart(nodes: list[str], edges: list[dict[str, Any]], status: Mapping[s
     return chart
 
 
-def build_trail(meta: Mapping[str, Any], diagnoses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def build_trail(meta: Mapping[str, Any], diagnoses: Sequence[Mapping[str, Any]],
+                draw_graph: bool = True) -> dict[str, Any]:
     """The trail for a report: stages, the graph's edges, its chart, and whether it was recorded."""
     raw = meta.get("trail")
     recorded = isinstance(raw, list) and any(isinstance(s, Mapping) for s in raw)
@@ -147,5 +148,6 @@ def build_trail(meta: Mapping[str, Any], diagnoses: Sequence[Mapping[str, Any]])
         stage["status_text"] = STATUS_TEXT.get(stage["status"], stage["status"].replace("_", " "))
     nodes, edges = _graph(meta.get("workflow"), stages)
     status = {s["stage"]: s["status"] for s in stages}
-    return {"recorded": recorded, "stages": stages, "edges": edges,
-            "chart": graph_chart(nodes, edges, status)}
+    chart = graph_chart(nodes, edges, status) if draw_graph else Chart("workflow", "The decision graph", "",
+                                                                        missing="not drawn")
+    return {"recorded": recorded, "stages": stages, "edges": edges, "chart": chart}
