@@ -12,6 +12,7 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from advisor.rundir import RunDir
 
@@ -70,7 +71,7 @@ def artifacts(run: RunDir, meta: Mapping[str, Any], expected: Sequence[str] = ()
         if relative.startswith("charts/") and expected and relative not in expected:
             continue
         what, how = _kind(relative)
-        out.append({"path": relative, "href": relative, "bytes": found[relative], "what": what, "how": how,
+        out.append({"path": relative, "href": quote(relative), "bytes": found[relative], "what": what, "how": how,
                     "open_url": PERFETTO_URL if how == TRACE_HOW else None})
     for item in meta.get("inputs") or []:
         path = Path(str(item))

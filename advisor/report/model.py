@@ -113,7 +113,9 @@ def _reproduce(meta: Mapping[str, Any], run: RunDir, stages: list[dict[str, Any]
     prefix = f"cd {shlex.quote(cwd)} && " if cwd else ""
     steps = []
     if again:
-        steps.append({"label": "Profile again with the same settings (a new run directory)", "command": prefix + again})
+        label = ("Profile again with the same settings" if meta.get("kind") == "diagnose"
+                 else "Analyse the same traces again")
+        steps.append({"label": f"{label} (into a new run directory)", "command": prefix + again})
     if meta.get("script_command"):
         steps.append({"label": "Run the script alone, without advisor", "command": shlex.join(meta["script_command"])})
     for stage in stages:

@@ -10,7 +10,7 @@ and ``charts/<id>.svg`` files beside the Markdown.
 
 Markdown is meant to be read as plain text too: prose is wrapped, names
 from traces sit in code spans, and table cells are shortened so that rows
-stay within :data:`MD_WIDTH` characters.
+stay within :data:`advisor.report.markdown.WIDTH` characters.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import base64
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import jinja2
 from markdown_it import MarkdownIt
@@ -55,6 +55,12 @@ def safe_url(value: Any) -> str:
     return url if scheme in ("", "http", "https", "file", "mailto") and not url.startswith("//") else "#"
 
 
+def _file_href(path: Any) -> str:
+    """A link to a file named by a path relative to the report (characters like '#' or ' ' quoted)."""
+    text = str(path or "")
+    return safe_url(text) if urlsplit(text).scheme else quote(text)
+
+
 def _autolink(value: Any) -> str:
     """A URL as a Markdown autolink when it is a safe one, else as inert text."""
     url = safe_url(value)
@@ -70,10 +76,9 @@ def _quote(text: Any) -> str:
 
 def _evidence_cell(value: Any, column: str) -> str:
     """An evidence value formatted by its column's name (``*_ms``, ``share``, ``*_per_step``)."""
-    kind = evidence_kind(str(column))
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return {"ms": fmt_ms, "pct": fmt_pct, "num": fmt_num}.get(kind, lambda v: fact_value(v))(float(value)) \
-            if kind != "value" else fact_value(value)
+    fmt = {"ms": fmt_ms, "pct": fmt_pct, "num": fmt_num}.get(evidence_kind(str(column)))
+    if fmt and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return fmt(float(value))
     return fact_value(value)
 
 
@@ -105,7 +110,7 @@ def _environment(autoescape: bool) -> jinja2.Environment:
                        pct=_safe(fmt_pct), ms=_safe(fmt_ms), num=_safe(fmt_num), size=_safe(fmt_bytes),
                        cell=md_cell, text=md_text, code=md_code, shorten=shorten, value=fact_value, wrap=wrap,
                        mdtable=md_table, quote=_quote, columns=evidence_columns, evidence=_evidence_cell, autolink=_autolink,
-                       url=safe_url, markdown=_markdown_html, python=_python_html, data_uri=_data_uri)
+                       url=safe_url, file_href=_file_href, markdown=_markdown_html, python=_python_html, data_uri=_data_uri)
     return env
 
 
