@@ -110,7 +110,8 @@ def _environment(autoescape: bool) -> jinja2.Environment:
                        pct=_safe(fmt_pct), ms=_safe(fmt_ms), num=_safe(fmt_num), size=_safe(fmt_bytes),
                        cell=md_cell, text=md_text, code=md_code, shorten=shorten, value=fact_value, wrap=wrap,
                        mdtable=md_table, quote=_quote, columns=evidence_columns, evidence=_evidence_cell, autolink=_autolink,
-                       url=safe_url, file_href=_file_href, markdown=_markdown_html, python=_python_html, data_uri=_data_uri)
+                       url=safe_url, file_href=_file_href, markdown=_markdown_html, python=_python_html,
+                       data_uri=_data_uri)
     return env
 
 

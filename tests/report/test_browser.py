@@ -13,7 +13,8 @@ from report_helpers import EVIL_FILE, EVIL_OP, enriched_run, hostile_trace
 
 pytestmark = pytest.mark.slow
 
-websocket = pytest.importorskip("websocket", reason="websocket-client is in the `test` extra") if not IN_CI else None
+if not IN_CI:  # in CI the `test` extra is installed, so a missing driver is a failure
+    pytest.importorskip("websocket", reason="websocket-client (the `test` extra) drives Chromium")
 from headless_chromium import Chromium, find_chromium  # noqa: E402
 
 IMAGES_LOADED = "Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0).length"
