@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from advisor.report.markdown import WIDTH
-from conftest import EXAMPLES, run_cli
+from conftest import EXAMPLES, IN_CI, run_cli
 from html_checks import assert_inert
 
 pytestmark = pytest.mark.slow
@@ -23,6 +23,10 @@ def before_after(tmp_path_factory) -> tuple[Path, Path, Path]:
     for name, extra in (("before", []), ("after", ["--", "--workers", "4"])):
         result = run_cli("diagnose", script, "--out", str(base / name), "-q", *SCHEDULE, *extra, cwd=base)
         assert result.code == 0, result.output
+    if "DL001" not in _diagnoses(base / "before") and not IN_CI:
+        # The planted wait is a fixed sleep; on a machine busy with other work the model's compute can grow
+        # until the wait drops under DL001's threshold. CI runs alone, so there this is a failure.
+        pytest.skip("this machine was too busy for the planted data-loading wait to show (DL001 did not fire)")
     result = run_cli("compare", str(base / "before"), str(base / "after"), "--out", str(base / "cmp"), cwd=base)
     assert result.code == 0, result.output
     assert "DL001 gone" in result.stdout and "Report:" in result.stdout
