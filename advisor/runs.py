@@ -22,6 +22,7 @@ from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import SEVERITIES
 from advisor.errors import UsageError
 from advisor.pipeline import Diagnosed, analyze_traces, find_kineto_traces, load_traces, render_run, save
+from advisor.pipeline import compare_kernel_reports, load_kernel_reports
 from advisor.pipeline import rediagnose
 from advisor.rundir import RunDir
 from advisor.workflow.graph import load_workflow
@@ -118,7 +119,9 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
 
 def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list[Path] | None = None,
                   argv: list[str] | None = None, workflow: Path | None = None) -> RunSummary:
-    """Analyse traces recorded elsewhere; with a run directory first, merge the other files into it."""
+    """Traces and reports recorded elsewhere, each read by its stage's loader: Kineto traces (framework),
+    Nsight Systems reports (system), Nsight Compute results (kernel; two are also compared). With a run
+    directory first, the other files are merged into it."""
     if paths and RunDir.looks_like(paths[0]):
         return merge_files(paths[0], paths[1:], rule_dirs=rule_dirs, workflow=workflow)
     book = RuleBook.load(rule_dirs or [])
@@ -136,8 +139,12 @@ def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list
     framework = TrailEntry("framework", "ran", "loaded from " + ", ".join(p.name for p in trace_paths), None,
                            [str(p.resolve()) for p in trace_paths]) if traces else None
     diagnosed = walk_files(run, book, findings, graph, given, framework)
+    notes = []
+    if len(given.get("kernel", [])) == 2:  # before and after a fix: compare the two
+        reports = load_kernel_reports(given["kernel"])
+        notes.append(_comparison_note(run, compare_kernel_reports(reports[0], reports[1], book)))
     save(run, diagnosed)
-    return RunSummary(run, diagnosed, render_run(run))
+    return RunSummary(run, diagnosed, render_run(run), notes=notes)
 
 
 def merge_files(run_dir: Path, files: list[Path], *, rule_dirs: list[Path] | None = None,
@@ -152,6 +159,16 @@ def merge_files(run_dir: Path, files: list[Path], *, rule_dirs: list[Path] | Non
     diagnosed = merge_into_run(run, book, files, workflow)
     save(run, diagnosed)
     return RunSummary(run, diagnosed, render_run(run))
+
+
+def _comparison_note(run: RunDir, comparison: dict) -> str:
+    """Save comparison.json; one line for the terminal."""
+    run.write_json("comparison.json", comparison)
+    speed = f"{comparison['speedup']:.2f}x the speed" if comparison.get("speedup") else "no duration to compare"
+    fixed = ", ".join(f"{i} {n}" for i, n in comparison["fixed"].items()) or "nothing"
+    left = ", ".join(f"{i} {n}" for i, n in comparison["remaining"].items()) or "nothing"
+    return (f"{Path(comparison['after']).name} against {Path(comparison['before']).name}: {speed}; "
+            f"fixes {fixed}; still {left} (comparison.json)")
 
 
 def rerender(run_dir: Path, rule_dirs: list[Path] | None = None) -> RunSummary:

@@ -15,6 +15,9 @@ and derives, once and lazily, what several analyzers need:
     ``module`` path.
 ``phase_intervals``
     phase -> merged (starts, ends) on the main thread; see :mod:`.phases`.
+``gpu``
+    GPU ops, host syncs and cuda_sync events linked to their launch call,
+    operator, source line and module, plus the GPU window; see :mod:`.gpu_ops`.
 
 Analyzers are pure functions of a view; they never change it.
 """
@@ -267,6 +270,12 @@ class TraceView:
         from advisor.analyze.phases import phase_intervals
 
         return phase_intervals(self)
+
+    @cached_property
+    def gpu(self) -> Any:
+        from advisor.analyze.gpu_ops import build_gpu_links
+
+        return build_gpu_links(self)
 
     @cached_property
     def phase_sources(self) -> dict[str, str]:

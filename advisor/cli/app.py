@@ -81,7 +81,7 @@ def finish(summary, fail_on: SeverityLevel | None, quiet: bool = False) -> None:
     from advisor.report.terminal import print_card
 
     if not quiet:
-        print_card(build_report_data(summary.run), str(summary.reports["html"]))
+        print_card(build_report_data(summary.run, charts=False), str(summary.reports["html"]))
     code = summary.exit_code(fail_on.value if fail_on else None)
     if code:
         raise typer.Exit(code)

@@ -75,15 +75,16 @@ def diagnose(
 @app.command()
 def analyze(
     paths: Annotated[list[Path], typer.Argument(
-        help="Kineto traces (.json, .json.gz), folders of rank traces, Nsight Systems reports (.nsys-rep, "
-             ".qdstrm, .sqlite); or a run directory followed by files to add to it.", show_default=False)],
+        help="Kineto traces (.json, .json.gz) or folders of rank traces, Nsight Systems reports (.nsys-rep, "
+             ".qdstrm, .sqlite), Nsight Compute results (.ncu-rep, ncu --csv output; two are also compared, "
+             "the first as before); or a run directory followed by files to add to it.", show_default=False)],
     out: OutOption = None,
     rules: RulesOption = None,
     workflow: WorkflowOption = None,
     fail_on: FailOnOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the summary card.")] = False,
 ) -> None:
-    """Analyse traces recorded elsewhere: load, find, diagnose and report, without running anything.
+    """Analyse traces and reports recorded elsewhere: load, find, diagnose and report, without running anything.
 
     `advisor analyze RUN_DIR report.nsys-rep` adds a stage that was skipped (run by hand with
     the command the report gives) to that run, and writes its report again.
@@ -91,6 +92,9 @@ def analyze(
     from advisor.runs import analyze_files
 
     summary = analyze_files(paths, out=out, rule_dirs=rules, argv=list(sys.argv), workflow=workflow)
+    if not quiet:
+        for note in summary.notes:
+            typer.echo(note)
     finish(summary, fail_on, quiet)
 
 

@@ -17,6 +17,24 @@ One :class:`KinetoTrace` per file. Its tables:
                               (strings) where the event does not carry them
     =============  =========  ====================================================
 
+    The ``args`` columns (see :data:`ARGS`) that link and describe events:
+
+    - ``correlation`` joins a GPU op (kernel, gpu_memcpy, gpu_memset, cuda_sync)
+      to the runtime call that launched or waited for it; ``external_id``
+      joins both to the CPU operator around that call (the only link left
+      when a trace has no runtime events).
+    - GPU ops carry ``device`` and ``stream`` (also in pid and tid); 64-bit
+      "no stream" values (4294967295, ``0xffffffff``) become -1.
+    - ``sync_kind`` and ``wait_stream`` describe cuda_sync events;
+      ``copy_kind`` is ROCm's memcpy direction (CUDA writes it in the name).
+    - ``collective``, ``dtype``, ``in_nelems``, ``group_size``, ``pg_name``:
+      the c10d collective a communication op or kernel belongs to.
+    - ``input_dims``, ``input_types``: the shapes and dtypes of an operator's
+      inputs (``record_shapes=True``), as JSON text.
+    - ``call_stack``, ``module_hierarchy``: the Python stack and module path
+      that older (pre-2.0) profilers wrote as ``args`` instead of
+      python_function events.
+
 ``memory``
     ``[memory]`` instant events (``profile_memory=True``): ts, bytes,
     total_allocated, total_reserved, device_type, device_id, addr.
@@ -49,7 +67,7 @@ import pandas as pd
 
 from advisor.errors import TraceError
 
-__all__ = ["ARGS", "CATEGORY_ALIASES", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
+__all__ = ["ARGS", "CATEGORY_ALIASES", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
 
 #: Old and vendor category names, mapped to the names current Kineto writes.
 CATEGORY_ALIASES: dict[str, str] = {
@@ -67,6 +85,13 @@ CATEGORY_ALIASES: dict[str, str] = {
     "user_annotation": "user_annotation",
     "gpu_user_annotation": "gpu_user_annotation",
     "Trace": "trace",
+    "Sync": "cuda_sync",
+    "cuda_sync": "cuda_sync",
+    "Memcpy_HtoD": "gpu_memcpy",
+    "Memcpy_DtoH": "gpu_memcpy",
+    "GPU_User_Annotation": "gpu_user_annotation",
+    "User_Annotation": "user_annotation",
+    "Python_Function": "python_function",
 }
 
 #: Trace ``args`` kept as columns: column -> (arg keys in order of preference, kind).
@@ -89,7 +114,24 @@ ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "shared_memory": (("shared memory",), "int"),
     "occupancy_pct": (("est. achieved occupancy %",), "float"),
     "cbid": (("cbid", "cid"), "int"),
+    "queued": (("queued",), "int"),
+    "sync_kind": (("cuda_sync_kind",), "str"),
+    "wait_stream": (("wait_on_stream",), "int"),
+    "copy_kind": (("kind",), "str"),
+    "collective": (("Collective name",), "str"),
+    "dtype": (("dtype",), "str"),
+    "in_nelems": (("In msg nelems", "in_msg_nelems"), "int"),
+    "out_nelems": (("Out msg nelems", "out_msg_nelems"), "int"),
+    "group_size": (("Group size",), "int"),
+    "pg_name": (("Process Group Name",), "str"),
+    "call_stack": (("Call stack",), "str"),
+    "module_hierarchy": (("Module Hierarchy",), "str"),
 }
+
+#: GPU-side categories, whose ``stream`` is a device stream
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotation")
+#: stream values that mean "no particular stream" (device-wide syncs)
+_NO_STREAM = (4294967295, 0xFFFFFFFFFFFFFFFF)
 
 OWN_LABEL_PREFIX = "advisor::"
 _INT_IN_TEXT = re.compile(r"(0x[0-9a-fA-F]+|-?\d+)")
@@ -219,7 +261,7 @@ def _to_ns(values: list[Any], base_us: int) -> np.ndarray:
 
 def _int(value: Any) -> int:
     if _is_num(value):
-        return int(value)
+        return int(value) if math.isfinite(value) else -1
     if isinstance(value, str):
         m = _INT_IN_TEXT.search(value)
         if m:
@@ -259,6 +301,7 @@ def _events_table(complete: list[dict], base_us: int) -> pd.DataFrame:
         else:
             columns[column] = [_text(v) for v in raw]
     frame = pd.DataFrame(columns)
+    frame.loc[frame["stream"].isin(_NO_STREAM), "stream"] = -1
     frame["end"] = frame["ts"] + frame["dur"]
     frame = frame[frame["cat"] != "trace"]
     frame = frame.sort_values(["ts", "end"], ascending=[True, False], kind="stable").reset_index(drop=True)

@@ -64,7 +64,7 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
     tree = _phase_tree(data.get("facts", {}))
     if tree is not None:
         console.print(tree)
-    stages = _stages_line(data.get("trail", []))
+    stages = _stages_line((data.get("trail") or {}).get("stages", []))
     if stages is not None:
         console.print(stages)
     console.print(Text.assemble(("Report: ", "bold"), report_path))

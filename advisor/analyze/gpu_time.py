@@ -1,0 +1,285 @@
+"""GPU busy and idle time per device, stream and step, and the causes of the idle time.
+
+Definitions, recorded in ``gpu.window`` so that reports can state them:
+
+- The *window* is the analysed steps (first ProfilerStep start to last
+  ProfilerStep end, every step counted); without ProfilerStep ranges it is
+  the span from the first GPU op's start to the last one's end.
+- A device is *busy* while any kernel, copy or memset runs on any of its
+  streams; cuda_sync events are waits, not work, and count as idle.
+  *Compute* is the time a non-communication kernel runs; *non-compute* is
+  busy time with only communication kernels, copies or memsets running.
+- Figures are per step (the window's total divided by its steps) and as a
+  share of the window, so busy + idle = window and the shares add up to 1.
+
+Holistic Trace Analysis measures over a different window (GPU ops launched
+before the last step, from the first op's start to the last one's end),
+counts cuda_sync events as GPU time and rounds ns timestamps inward to whole
+microseconds; over the same window and events the figures agree (see
+``tests/analyze/test_gpu_time.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.analyze import intervals
+from advisor.analyze.common import NS_PER_MS
+from advisor.analyze.findings import FactSpec, records
+from advisor.analyze.gpu_idle import CAUSES, KERNEL_GAP_NS, LAUNCH_GAP_NS, idle_gaps
+from advisor.analyze.gpu_ops import GpuLinks
+from advisor.analyze.registry import analyzer
+from advisor.analyze.view import TraceView
+
+__all__ = ["STARVED", "busy_breakdown", "primary_device"]
+
+#: idle for at least this share of the window: the GPU is starved
+STARVED = 0.30
+TOP_GAPS = 10
+
+CAUSE_MEANING = {
+    "sync": "the host was blocked in (or just out of) a synchronising call",
+    "dataloader": "the host was loading the next batch",
+    "launch": "the host was launching ops one by one, slower than the GPU ran them (launch-bound)",
+    "cpu": f"the host was busy with other CPU work for more than {LAUNCH_GAP_NS // 1000} us (CPU-bound)",
+    "kernel_gap": f"queued ops started within {KERNEL_GAP_NS // 1000} us of each other (device latency)",
+    "other": "queued work waited on another stream or event, or its launch is not in the trace",
+}
+
+PROVIDES = (
+    FactSpec("gpu.window", "text", "the window GPU figures are measured over, and how it was chosen"),
+    FactSpec("gpu.window_ms", "ms", "length of the window per step"),
+    FactSpec("gpu.device", "count", "the device analysed (the one with the most busy time)"),
+    FactSpec("gpu.devices_used", "count", "devices that ran GPU ops in the window"),
+    FactSpec("gpu.busy_ms", "ms", "time per step some kernel, copy or memset runs on the device"),
+    FactSpec("gpu.idle_ms", "ms", "time per step nothing runs on the device"),
+    FactSpec("gpu.busy_fraction", "fraction", "busy share of the window"),
+    FactSpec("gpu.idle_fraction", "fraction", "idle share of the window (1 - busy_fraction)"),
+    FactSpec("gpu.compute_ms", "ms", "time per step a compute (non-communication) kernel runs"),
+    FactSpec("gpu.compute_fraction", "fraction", "compute share of the window"),
+    FactSpec("gpu.noncompute_ms", "ms", "busy time per step with only communication, copies or memsets running"),
+    FactSpec("gpu.noncompute_fraction", "fraction", "non-compute share of the window"),
+    FactSpec("gpu.starved", "bool", f"the device is idle for at least {STARVED:.0%} of the window"),
+    FactSpec("gpu.state", "text", "busy (idle < 10%), partly idle (< 30%) or starved"),
+    *(FactSpec(f"gpu.idle.{c}.ms", "ms", f"idle time per step because {m}") for c, m in CAUSE_MEANING.items()),
+    *(FactSpec(f"gpu.idle.{c}.share", "fraction", f"share of the window idle because {m}")
+      for c, m in CAUSE_MEANING.items()),
+    FactSpec("gpu.idle.top_cause", "text", "the cause with the most idle time"),
+    FactSpec("gpu.idle.host_ms", "ms", "idle time per step waiting on the host: sync + dataloader + launch + cpu"),
+    FactSpec("gpu.idle.host_share", "fraction", "share of the window idle waiting on the host"),
+    FactSpec("gpu.idle.table", "table", "idle time by cause", columns={
+        "cause": "text: cause", "ms": "ms: per step", "share": "fraction: of the window",
+        "of_idle": "fraction: of the idle time", "meaning": "text: what it means",
+    }),
+    FactSpec("gpu.gaps", "table", f"the {TOP_GAPS} longest idle gaps", columns={
+        "at_ms": "ms: start, from the window's start", "ms": "ms: length", "cause": "text: main cause",
+        "next": "text: the GPU op that ended the gap", "op": "text: the operator that launched it",
+        "site": "text: the user's line that launched it", "step": "count: step number",
+        "host": "text: the outermost operator and the runtime call that took most of the gap on the host",
+    }),
+    FactSpec("gpu.idle.host_ops", "table", "the host operators that ran while the device was idle", columns={
+        "op": "text: outermost operator (or annotation) on the host", "ms": "ms: per step of it while the device was idle",
+        "of_idle": "fraction: of the idle time", "calls_per_step": "count: calls per step",
+        "site": "text: the user's line", "file": "text: file", "line": "count: line",
+    }),
+    FactSpec("gpu.idle.top_host_op", "text", "the host operator that ran through the most idle time"),
+    FactSpec("gpu.idle.top_host_ms", "ms", "idle time per step it ran through"),
+    FactSpec("gpu.idle.top_host_site", "text", "its user file:line, or the operator's name when the trace has no stacks"),
+    FactSpec("gpu.idle.top_host_file", "text", "file of that line"),
+    FactSpec("gpu.idle.top_host_line", "count", "number of that line"),
+    FactSpec("gpu.kinds", "table", "busy time by kind of GPU op", columns={
+        "kind": "text: compute, comm, memcpy or memset", "ms": "ms: per step (union of that kind)",
+        "share": "fraction: of the window", "ops_per_step": "count: ops per step",
+    }),
+    FactSpec("gpu.streams", "table", "busy time per device and stream", columns={
+        "device": "count: device", "stream": "count: stream", "ms": "ms: busy per step",
+        "share": "fraction: of the window", "ops_per_step": "count: ops per step", "kind": "text: its main kind",
+    }),
+    FactSpec("gpu.devices", "table", "busy and idle time per device", columns={
+        "device": "count: device", "busy_ms": "ms: per step", "idle_ms": "ms: per step",
+        "busy_fraction": "fraction: of the window", "ops_per_step": "count: ops per step",
+    }),
+    FactSpec("gpu.steps", "table", "busy and idle time in each step", columns={
+        "step": "count: step number", "time_ms": "ms: step length", "busy_ms": "ms: busy",
+        "idle_ms": "ms: idle", "busy_fraction": "fraction: of the step",
+    }),
+)
+
+
+def primary_device(ops: pd.DataFrame) -> int:
+    """The device with the most GPU time."""
+    return int(ops.groupby("device")["dur"].sum().idxmax())
+
+
+def busy_breakdown(ops: pd.DataFrame, lo: int, hi: int) -> dict[str, int]:
+    """ns of [lo, hi) that one device is busy, computing, idle, and busy with each kind of op."""
+    ts, end = ops["ts"].to_numpy("int64"), ops["end"].to_numpy("int64")
+    busy = intervals.covered(*intervals.clip(ts, end, lo, hi))
+    out = {"window": hi - lo, "busy": busy, "idle": hi - lo - busy}
+    kinds = ops["kind"].to_numpy()
+    for kind in ("compute", "comm", "memcpy", "memset"):
+        sel = kinds == kind
+        out[kind] = intervals.covered(*intervals.clip(ts[sel], end[sel], lo, hi))
+    out["noncompute"] = busy - out["compute"]
+    return out
+
+
+def _sync_intervals(links: GpuLinks) -> tuple[np.ndarray, np.ndarray]:
+    s = links.host_syncs
+    return intervals.union(s["ts"].to_numpy("int64"), s["end"].to_numpy("int64"))
+
+
+def _causes(view: TraceView, links: GpuLinks, ops: pd.DataFrame) -> pd.DataFrame:
+    loading = view.phase_intervals.get("dataloader", (np.empty(0, "int64"), np.empty(0, "int64")))
+    return idle_gaps(ops, links.lo, links.hi, _sync_intervals(links), loading)
+
+
+def _gap_rows(gaps: pd.DataFrame, ops: pd.DataFrame, links: GpuLinks, view: TraceView) -> list[dict[str, Any]]:
+    from advisor.analyze.common import site
+
+    steps = view.steps["step"].to_numpy()
+    rows = []
+    for g in gaps.nlargest(TOP_GAPS, "dur").itertuples(index=False):
+        nxt = ops.iloc[g.next] if g.next >= 0 else None
+        cause = max(CAUSES, key=lambda c: getattr(g, c))
+        idx = view.step_of(np.array([g.start]))[0]
+        rows.append({
+            "at_ms": (g.start - links.lo) / NS_PER_MS, "ms": g.dur / NS_PER_MS, "cause": cause,
+            "next": "" if nxt is None else nxt["name"], "op": "" if nxt is None else nxt["op"],
+            "site": "" if nxt is None else site(nxt["src_file"], int(nxt["src_line"]), nxt["src_func"]),
+            "step": int(steps[idx]) if idx >= 0 else -1, "host": _host_activity(view, int(g.start), int(g.end)),
+        })
+    return rows
+
+
+def _idle_host_ops(view: TraceView, gaps: pd.DataFrame, links: GpuLinks, idle: int) -> list[dict[str, Any]]:
+    """Outermost host operators by how much of the device's idle time they ran through."""
+    from advisor.analyze.common import site
+
+    host = view.host
+    top = host[(host["cat"] == "cpu_op") & host["op_top"] & (host["end"] > links.lo) & (host["ts"] < links.hi)]
+    if len(top) == 0 or idle <= 0:
+        return []
+    gs, ge = gaps["start"].to_numpy("int64"), gaps["end"].to_numpy("int64")
+    overlap = intervals.covered_between(gs, ge, top["ts"].to_numpy("int64"), top["end"].to_numpy("int64"))
+    frame = top.assign(overlap=overlap)
+    frame = frame[frame["overlap"] > 0]
+    keys = ["name", "src_file", "src_line", "src_func"]
+    g = frame.groupby(keys, sort=False).agg(ns=("overlap", "sum"), n=("overlap", "size")).reset_index()
+    rows = []
+    for r in g.sort_values("ns", ascending=False).head(TOP_GAPS).itertuples(index=False):
+        rows.append({"op": r.name, "ms": r.ns / links.steps / NS_PER_MS, "of_idle": r.ns / idle,
+                     "calls_per_step": r.n / links.steps, "site": site(r.src_file, int(r.src_line), r.src_func),
+                     "file": r.src_file, "line": int(r.src_line)})
+    return rows
+
+
+def _host_activity(view: TraceView, lo: int, hi: int) -> str:
+    """What the host did during [lo, hi): the outermost operator and the runtime call that took most of it."""
+    host = view.host
+    near = host[(host["end"] > lo) & (host["ts"] < hi)]
+    overlap = np.minimum(near["end"], hi) - np.maximum(near["ts"], lo)
+    parts = []
+    for label, sel in (("op", (near["cat"] == "cpu_op") & near["op_top"]),
+                       ("api", near["cat"].isin(("cuda_runtime", "cuda_driver")))):
+        if sel.any():
+            by_name = overlap[sel].groupby(near.loc[sel, "name"]).sum()
+            name, ns = by_name.idxmax(), int(by_name.max())
+            if ns > 0:
+                parts.append(f"{name} {ns / NS_PER_MS:.3g} ms")
+    return "; ".join(parts)
+
+
+def _streams(ops: pd.DataFrame, links: GpuLinks) -> list[dict[str, Any]]:
+    rows = []
+    for (device, stream), part in ops.groupby(["device", "stream"]):
+        b = intervals.covered(*intervals.clip(part["ts"].to_numpy(), part["end"].to_numpy(), links.lo, links.hi))
+        rows.append({"device": int(device), "stream": int(stream), "ms": b / links.steps / NS_PER_MS,
+                     "share": b / links.window_ns if links.window_ns else 0.0,
+                     "ops_per_step": len(part) / links.steps,
+                     "kind": part.groupby("kind")["dur"].sum().idxmax()})
+    return sorted(rows, key=lambda r: -r["ms"])
+
+
+def _devices(ops: pd.DataFrame, links: GpuLinks) -> list[dict[str, Any]]:
+    rows = []
+    for device, part in ops.groupby("device"):
+        b = busy_breakdown(part, links.lo, links.hi)
+        rows.append({"device": int(device), "busy_ms": b["busy"] / links.steps / NS_PER_MS,
+                     "idle_ms": b["idle"] / links.steps / NS_PER_MS,
+                     "busy_fraction": b["busy"] / b["window"] if b["window"] else 0.0,
+                     "ops_per_step": len(part) / links.steps})
+    return rows
+
+
+def _steps(view: TraceView, ops: pd.DataFrame) -> list[dict[str, Any]]:
+    if not view.profiler_steps_present:
+        return []
+    rows = []
+    for st in view.steps.itertuples(index=False):
+        b = busy_breakdown(ops, int(st.start), int(st.end))
+        rows.append({"step": int(st.step), "time_ms": st.dur / NS_PER_MS, "busy_ms": b["busy"] / NS_PER_MS,
+                     "idle_ms": b["idle"] / NS_PER_MS, "busy_fraction": b["busy"] / st.dur if st.dur else 0.0})
+    return rows
+
+
+def _in_window(ops: pd.DataFrame, links: GpuLinks) -> pd.DataFrame:
+    return ops[(ops["end"] > links.lo) & (ops["ts"] < links.hi)]
+
+
+@analyzer("gpu_time", needs=("gpu",), provides=PROVIDES)
+def gpu_time(view: TraceView) -> dict[str, Any]:
+    """Busy and idle time of the main device, per stream and step, and why it was idle."""
+    links = view.gpu
+    ops_all = _in_window(links.ops, links)
+    if len(ops_all) == 0 or links.window_ns <= 0:
+        return {"gpu.window": links.window}
+    device = primary_device(ops_all)
+    ops = ops_all[ops_all["device"] == device].reset_index(drop=True)
+    b = busy_breakdown(ops, links.lo, links.hi)
+    per = links.steps * NS_PER_MS
+    window = b["window"]
+    out: dict[str, Any] = {
+        "gpu.window": links.window, "gpu.window_ms": window / per, "gpu.device": device,
+        "gpu.devices_used": int(ops_all["device"].nunique()),
+        "gpu.busy_ms": b["busy"] / per, "gpu.idle_ms": b["idle"] / per,
+        "gpu.busy_fraction": b["busy"] / window, "gpu.idle_fraction": b["idle"] / window,
+        "gpu.compute_ms": b["compute"] / per, "gpu.compute_fraction": b["compute"] / window,
+        "gpu.noncompute_ms": b["noncompute"] / per, "gpu.noncompute_fraction": b["noncompute"] / window,
+    }
+    idle = b["idle"] / window
+    out["gpu.starved"] = idle >= STARVED
+    out["gpu.state"] = "busy" if idle < 0.10 else ("partly idle" if idle < STARVED else "starved")
+    gaps = _causes(view, links, ops)
+    table = []
+    for cause in CAUSES:
+        total = int(gaps[cause].sum())
+        out[f"gpu.idle.{cause}.ms"] = total / per
+        out[f"gpu.idle.{cause}.share"] = total / window
+        table.append({"cause": cause, "ms": total / per, "share": total / window,
+                      "of_idle": total / b["idle"] if b["idle"] else 0.0, "meaning": CAUSE_MEANING[cause]})
+    host = sum(int(gaps[c].sum()) for c in ("sync", "dataloader", "launch", "cpu"))
+    out["gpu.idle.host_ms"] = host / per
+    out["gpu.idle.host_share"] = host / window
+    out["gpu.idle.table"] = records(sorted(table, key=lambda r: -r["ms"]))
+    out["gpu.idle.top_cause"] = max(table, key=lambda r: r["ms"])["cause"] if b["idle"] else "none"
+    out["gpu.gaps"] = records(_gap_rows(gaps, ops, links, view))
+    host_ops = _idle_host_ops(view, gaps, links, b["idle"])
+    out["gpu.idle.host_ops"] = records(host_ops)
+    if host_ops:
+        top = host_ops[0]
+        out.update({"gpu.idle.top_host_op": top["op"], "gpu.idle.top_host_ms": top["ms"],
+                    "gpu.idle.top_host_site": top["site"] or top["op"]})
+        if top["site"]:
+            out.update({"gpu.idle.top_host_file": top["file"], "gpu.idle.top_host_line": top["line"]})
+    out["gpu.kinds"] = records([
+        {"kind": k, "ms": b[k] / per, "share": b[k] / window, "ops_per_step": int((ops["kind"] == k).sum()) / links.steps}
+        for k in ("compute", "comm", "memcpy", "memset")
+    ])
+    out["gpu.streams"] = records(_streams(ops_all, links))
+    out["gpu.devices"] = records(_devices(ops_all, links))
+    out["gpu.steps"] = records(_steps(view, ops))
+    return out
