@@ -78,9 +78,8 @@ def _stages_line(trail: list[dict[str, Any]]) -> Text | None:
         return None
     line = Text.assemble(("Stages: ", "bold"), " → ".join(ran))
     for entry in skipped:
-        reason = entry.get("reason", "")
-        reason = reason.split("), but ", 1)[-1] if "), but " in reason else reason
-        line.append(f"; skipped {entry['stage']}: {_first_sentence(reason)[:120]}", style="yellow")
+        reason = entry.get("reason", "").split(" (needed: ", 1)[0].split("; ", 1)[0]
+        line.append(f"; skipped {entry['stage']}: {reason[:120]}", style="yellow")
     if skipped:
         line.append(" (the report has the command to run it)", style="yellow")
     return line

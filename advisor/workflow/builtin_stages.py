@@ -1,16 +1,16 @@
 """The built-in stages: framework (PyTorch Profiler), system (Nsight Systems), kernel (Nsight Compute), report.
 
 Each is a :class:`~advisor.workflow.stages.StageSpec`; see that module for
-the contract. The kernel stage's collector and loader are placeholders that
-say the stage is not available yet; the Nsight Compute module replaces them
-with :func:`~advisor.workflow.stages.register_stage`.
+the contract. The functions here only adapt each tool's own modules
+(``advisor.collect.*``, ``advisor.load.*``) to it.
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
-from dataclasses import replace
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ def _framework_ingest(path: Path, stage_dir: Path) -> list[Path]:
     return find_kineto_traces(path)  # kept where they are; run.json records the paths
 
 
-def _framework_load(paths: Sequence[Path], run_meta: dict[str, Any]) -> Any:
+def _framework_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any]) -> Any:
     from advisor.analyze.view import TraceView
     from advisor.pipeline import load_traces
 
@@ -115,43 +115,86 @@ def _system_ingest(path: Path, stage_dir: Path) -> list[Path]:
     return [report_to_sqlite(path, stage_dir, stage_dir / "nsys.log")]
 
 
-def _system_load(paths: Sequence[Path], run_meta: dict[str, Any]) -> Any:
+def _system_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any]) -> Any:
     from advisor.analyze.system_view import SystemView
     from advisor.load.nsys_sqlite import load_nsys_sqlite
 
     return SystemView(load_nsys_sqlite(paths[-1]), run_meta)
 
 
-# kernel (placeholder until the Nsight Compute stage registers itself) -----------------------
+# kernel (Nsight Compute: advisor.collect.ncu runs it, advisor.load.ncu_* read it) ----------------
+def _kernel_targets(ctx: StageContext) -> list[Any]:
+    from advisor.collect.ncu import select_kernels
+
+    return select_kernels(ctx.facts.get("kernels.top") or [])
+
+
 def _kernel_command(ctx: StageContext) -> str | None:
-    from advisor.collect.framework import child_command
-    from advisor.naming import CAPTURE_RANGE
+    """One ncu command per hot kernel, for running by hand, then the merge into this run."""
+    from advisor.collect.ncu import build_command
 
     if ctx.config is None:
+        return (f"ncu --set full -o report python YOUR_SCRIPT.py && advisor analyze "
+                f"{shlex.quote(str(ctx.run_dir))} report.ncu-rep")
+    targets = _kernel_targets(ctx)
+    program = [sys.executable, ctx.config.script, *ctx.config.args]
+    lines = [shlex.join(build_command(t, ctx.stage_dir / f"{i:02d}", program)) for i, t in enumerate(targets, 1)]
+    if not lines:
         return None
-    cfg = replace(ctx.config, out_dir=str(ctx.stage_dir), mode="nvtx", run_to_end=False, source_lines=False,
-                  step_method=ctx.run_meta.get("step_method") or ctx.config.step_method)
-    config_path = ctx.stage_dir / "collector.json"
-    config_path.write_text(cfg.to_json())
-    cmd = ["ncu", "--nvtx", f"--nvtx-include={CAPTURE_RANGE}/", "--target-processes=all", "--set=full",
-           f"--export={ctx.stage_dir / 'report'}", *child_command(config_path)]
-    return shlex.join(cmd)
+    reports = " ".join(shlex.quote(str(ctx.stage_dir / f"{i:02d}.ncu-rep")) for i in range(1, len(lines) + 1))
+    return "\n".join(lines) + f"\nadvisor analyze {shlex.quote(str(ctx.run_dir))} {reports}"
 
 
 def _kernel_collect(ctx: StageContext) -> Collected:
-    raise ToolMissingError("the Nsight Compute stage is not available yet in this version of advisor",
-                           _kernel_command(ctx))
+    from advisor.collect.ncu import run_kernel_stage
+
+    if ctx.config is None:
+        raise CollectError("advisor analyze does not run profilers")
+    result = run_kernel_stage(ctx.run_dir, Path(ctx.config.script), ctx.config.args, _kernel_targets(ctx),
+                              timeout_s=ctx.timeout_s)
+    commands = "\n".join(result.commands) or None
+    if result.status != "ran":
+        raise ToolMissingError(result.reason, commands)
+    reports = [ctx.run_dir / a for a in result.artifacts]
+    return Collected(reports, [*reports, ctx.stage_dir / "stage.json"], commands, result.notes)
 
 
-def _kernel_unavailable(*args: Any) -> Any:
-    raise TraceError(Path(str(args[0]) if args else "?"),
-                     "Nsight Compute reports cannot be loaded yet by this version of advisor")
+def _kernel_accepts(path: Path) -> bool:
+    from advisor.pipeline import is_kernel_file
+
+    return is_kernel_file(path)
+
+
+def _kernel_ingest(path: Path, stage_dir: Path) -> list[Path]:
+    target = stage_dir / path.name
+    if path.resolve() != target.resolve():
+        shutil.copy2(path, target)
+    return [target]
+
+
+class _KernelFiles:
+    """The kernel analyzers' view of Nsight Compute files, with the files' own notes."""
+
+    def __init__(self, paths: Sequence[Path], facts: Mapping[str, Any]) -> None:
+        from advisor.analyze.kernel_view import KernelView
+        from advisor.pipeline import load_kernel_reports
+
+        reports = load_kernel_reports(paths)
+        self.view = KernelView(reports, facts.get("kernels.top") or [])
+        self.notes = [n for r in reports for n in r.notes]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.view, name)
+
+
+def _kernel_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any]) -> Any:
+    return _KernelFiles(paths, facts)
 
 
 register_stage(StageSpec("framework", "PyTorch Profiler", "framework", _framework_collect, _framework_command,
                          _framework_ingest, _framework_load, KINETO_TYPES))
 register_stage(StageSpec("system", "Nsight Systems", "system", _system_collect, _system_command, _system_ingest,
                          _system_load, NSYS_TYPES, check=_system_check))
-register_stage(StageSpec("kernel", "Nsight Compute", "kernel", _kernel_collect, _kernel_command,
-                         _kernel_unavailable, _kernel_unavailable, ()), default=True)
+register_stage(StageSpec("kernel", "Nsight Compute", "kernel", _kernel_collect, _kernel_command, _kernel_ingest,
+                         _kernel_load, (".ncu-rep",), accepts=_kernel_accepts))
 register_stage(StageSpec("report", "advisor", terminal=True))

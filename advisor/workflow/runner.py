@@ -86,16 +86,16 @@ class StageRunner:
         if name in self.given:
             return self._from_files(spec, self.given[name], because)
         if not self.online:
-            return self._skipped(spec, ctx, f"needed ({because}), but advisor analyze only reads files and does "
-                                            f"not run {spec.tool}; run it and add its output to this run")
+            return self._skipped(spec, ctx, f"advisor analyze only reads files and does not run {spec.tool}; run "
+                                            f"it and add its output to this run (needed: {because})")
         if self.hold:
-            return self._skipped(spec, ctx, f"needed ({because}), but {self.hold}")
+            return self._skipped(spec, ctx, f"{self.hold} (needed: {because})")
         return self._collect(spec, ctx, because)
 
     # ways a stage gets its data ----------------------------------------------------
     def context(self, spec: StageSpec) -> StageContext:
         return StageContext(self.run.path, self.run.stage(spec.name), self.config, self.run_meta, self.timeout_s,
-                            self.progress)
+                            self.progress, self.findings.values())
 
     def _command(self, spec: StageSpec, ctx: StageContext) -> str | None:
         try:
@@ -116,9 +116,9 @@ class StageRunner:
         try:
             collected = spec.collect(ctx) if spec.collect else None
         except CollectError as exc:
-            return self._skipped(spec, ctx, f"needed ({because}), but {exc}", getattr(exc, "command", None))
+            return self._skipped(spec, ctx, f"{exc} (needed: {because})", getattr(exc, "command", None))
         if collected is None:
-            return self._skipped(spec, ctx, f"needed ({because}), but {spec.name} has no collector")
+            return self._skipped(spec, ctx, f"{spec.name} has no collector (needed: {because})")
         artifacts = [self.run.relative(p) for p in collected.artifacts if p.exists()]
         try:
             self.absorb(spec, collected.inputs)
@@ -133,8 +133,9 @@ class StageRunner:
         """Load the stage's files, run its analyzers, replace its facts, and evaluate the rules again."""
         if spec.load is None:
             raise InputError(paths[0] if paths else spec.name, f"the {spec.name} stage has no loader")
-        view = spec.load(paths, self.run_meta)
+        view = spec.load(paths, self.run_meta, self.findings.values())
         evidence = ", ".join(self.run.relative(p) for p in paths)
         new = run_analyzers(view, spec.analyzer_stage, evidence=evidence)
+        new.notes.extend(getattr(view, "notes", []))
         replace_stage_facts(self.findings, spec.analyzer_stage, new)
         self.diagnosed = self._diagnose(self.findings)

@@ -15,25 +15,27 @@ A stage is what the workflow graph names (``framework``, ``system``,
 ``ingest(path, stage_dir) -> list[Path]``
     take a file the user gives (``advisor analyze RUN_DIR extra.sqlite``) into
     the stage folder, converted to what ``load`` reads.
-``load(paths, run_meta) -> view``
+``load(paths, run_meta, facts) -> view``
     the tables, as an object with ``has(table)`` that the stage's analyzers
-    (``@analyzer(stage=analyzer_stage)``) read.
-``file_types``
-    the file name endings ``advisor analyze`` sends to this stage.
+    (``@analyzer(stage=analyzer_stage)``) read; ``facts`` are the findings so
+    far (the kernel stage ties its kernels to the framework's ``kernels.top``).
+    A view with a ``notes`` list adds them to the findings' notes.
+``file_types``, ``accepts(path)``
+    the file name endings ``advisor analyze`` sends to this stage, and,
+    optionally, a check of the content for endings several tools use (CSV).
 ``check(path)``
     optional: raise :class:`~advisor.errors.InputError` (or ``ToolMissingError``)
     for a file ``ingest`` could not take, before a run directory is made.
 
 A *terminal* stage (``report``) has none of these: reaching it ends the walk.
 
-Other parts plug in with :func:`register_stage`; the Nsight Compute stage
-(``kernel``) is registered here with a collector that reports the stage as
-not available yet, until its own module replaces it.
+The built-in stages are registered in :mod:`advisor.workflow.builtin_stages`;
+other parts plug in with :func:`register_stage`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,7 @@ class StageContext:
     run_meta: dict[str, Any] = field(default_factory=dict)
     timeout_s: float | None = None
     progress: Callable[[str], None] | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)  # the findings so far (``kernels.top``, ...)
 
     @property
     def cuda(self) -> bool:
@@ -80,10 +83,11 @@ class StageSpec:
     collect: Callable[[StageContext], Collected] | None = None
     command: Callable[[StageContext], str | None] | None = None
     ingest: Callable[[Path, Path], list[Path]] | None = None
-    load: Callable[[Sequence[Path], dict[str, Any]], Any] | None = None
+    load: Callable[[Sequence[Path], dict[str, Any], Mapping[str, Any]], Any] | None = None
     file_types: tuple[str, ...] = ()
     terminal: bool = False
     check: Callable[[Path], None] | None = None
+    accepts: Callable[[Path], bool] | None = None
 
     def problems(self) -> list[str]:
         """What this stage lacks to be walked: every non-terminal stage needs a collector and a loader."""
@@ -119,11 +123,13 @@ def get_stage(name: str) -> StageSpec:
 
 
 def stage_for_file(path: Path) -> StageSpec | None:
-    """The stage whose loader takes this file, by the end of its name (longest ending wins)."""
+    """The stage whose loader takes this file: by the end of its name (longest ending wins), then by content."""
     name = path.name.lower()
     best: tuple[int, StageSpec] | None = None
     for spec in registered_stages().values():
         for ending in spec.file_types:
             if name.endswith(ending) and (best is None or len(ending) > best[0]):
                 best = (len(ending), spec)
-    return best[1] if best else None
+    if best:
+        return best[1]
+    return next((s for s in registered_stages().values() if s.accepts is not None and s.accepts(path)), None)

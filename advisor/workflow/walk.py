@@ -126,7 +126,7 @@ def _values_read(edge: Edge, env: Mapping[str, Any]) -> str:
             continue
         if name == "diagnoses.escalate":
             asking = env.get("diagnoses.asking", {})
-            value = ", ".join(f"{tool} (asked by {', '.join(asking.get(tool, []))})" for tool in value) or "none"
+            value = ", ".join(f"{tool} (by {', '.join(asking.get(tool, []))})" for tool in value) or "none"
             parts.append(f"escalations asked for: {value}")
             continue
         parts.append(f"{name} = {_show(value)}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -11,19 +12,6 @@ from conftest import fixture_path, run_cli
 
 SAXPY = ("nsys", "saxpy_mpi_cuda_nvtx_nsys2022.2.sqlite")
 ALEXNET = ("kineto", "a100_alexnet_cuda_sync.pt.trace.json.gz")
-# Stands in for a GPU rule that asks for nsys on a sync-heavy trace (see tests/workflow/test_decisions.py).
-SYNC_RULE = """\
-id: SYNC901
-name: gpu-waits-on-host
-stage: framework
-severity: high
-when: gpu.idle_fraction >= 0.9 if has(gpu.idle_fraction) else trace.has_gpu
-impact: {ms_per_step: "steps.time_ms * 0.5", basis: test stand-in}
-what: "The GPU waits on the host."
-fix: Remove the synchronisations.
-escalate: nsys
-"""
-
 
 def _meta(run) -> dict:
     return json.loads((run / "run.json").read_text())
@@ -48,20 +36,18 @@ def test_an_export_on_its_own(tmp_path) -> None:
 
 
 def test_skip_then_merge_into_the_same_run(tmp_path) -> None:
-    rules = tmp_path / "rules"
-    rules.mkdir()
-    (rules / "SYNC901.yaml").write_text(SYNC_RULE)
     run = tmp_path / "run"
-    first = run_cli("analyze", str(fixture_path(*ALEXNET)), "--rules", str(rules), "--out", str(run), cwd=tmp_path)
+    first = run_cli("analyze", str(fixture_path(*ALEXNET)), "--out", str(run), cwd=tmp_path)
     assert first.code == 0, first.output
     system = _trail(run)["system"]
-    assert system["status"] == "skipped" and "SYNC901" in system["reason"]
+    assert system["status"] == "skipped" and "nsys (by GPU001" in system["reason"]
     assert "nsys profile" in system["command"] and f"advisor analyze {run}" in system["command"]
     report = (run / "report.md").read_text()
-    assert "To run the system stage yourself" in report and "nsys profile" in report
+    assert "## Escalation trail" in report and re.search(r"\| system +\| skipped +\|", report)
+    assert system["command"] in report  # the exact command, in the trail
     assert "What the system stage added" not in report
 
-    merged = run_cli("analyze", str(run), str(fixture_path(*SAXPY)), "--rules", str(rules), cwd=tmp_path)
+    merged = run_cli("analyze", str(run), str(fixture_path(*SAXPY)), cwd=tmp_path)
     assert merged.code == 0, merged.output
     assert not (tmp_path / "advisor-runs").exists()  # merged into the run, not a new one
     meta = _meta(run)
@@ -74,12 +60,12 @@ def test_skip_then_merge_into_the_same_run(tmp_path) -> None:
     assert next(e for e in meta["workflow"]["edges"] if e["to"] == "system")["taken"] is True
     diagnoses = json.loads((run / "diagnoses.json").read_text())["diagnoses"]
     ids = [d["rule_id"] for d in diagnoses]
-    assert "SYNC901" in ids and "SYS004" in ids  # the framework's diagnosis stays, the system's is added
+    assert "GPU001" in ids and "SYS004" in ids  # the framework's diagnosis stays, the system's is added
     facts = {f["name"] for f in json.loads((run / "findings.json").read_text())["facts"]}
     assert "steps.count" in facts and "system.memcpy.sync_per_step" in facts
     report = (run / "report.md").read_text()
     assert "## What the system stage added (Nsight Systems)" in report and "saxpy" in report
-    assert "To run the system stage yourself" not in report
+    assert re.search(r"\| system +\| ran +\|", report) and system["command"] not in report
 
     shown = run_cli("workflow", "show", "--run", str(run), cwd=tmp_path)
     assert shown.code == 0, shown.output

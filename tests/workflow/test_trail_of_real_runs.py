@@ -35,11 +35,11 @@ def test_no_escalate_records_the_skipped_stage_and_its_command(diagnosed_example
     trail = _trail(run)
     system = trail["system"]
     assert system["status"] == "skipped"
-    assert "asked by DL001" in system["reason"] and "--no-escalate was given" in system["reason"]
+    assert "nsys (by DL001)" in system["reason"] and "--no-escalate was given" in system["reason"]
     assert "nsys profile" in system["command"] and f"advisor analyze {run.path}" in system["command"]
     assert (run.path / "system" / "collector.json").is_file()  # so the command runs as printed
     report = (run.path / "report.md").read_text()
-    assert "## How this report was made" in report and "To run the system stage yourself" in report
+    assert "## Escalation trail" in report and system["command"] in report
     assert "skipped system: --no-escalate was given" in " ".join(run.cli.stdout.split())
 
 
