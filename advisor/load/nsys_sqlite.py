@@ -42,7 +42,6 @@ The loader knows file formats and versions; it knows nothing about performance.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +51,18 @@ import numpy as np
 import pandas as pd
 
 from advisor.errors import TraceError
+from advisor.load.nsys_schema import (
+    EVENT_CLASSES,
+    MEMCPY_KINDS,
+    MEMORY_KINDS,
+    NVTX_TYPE_NAMES,
+    SYNC_TYPES,
+    TEXT_COLUMNS,
+    event_layer,
+    memcpy_kind_of_enum,
+    split_global_id,
+    unversioned,
+)
 
 __all__ = ["TABLES", "NsysTrace", "is_nsys_sqlite", "load_nsys_sqlite", "split_global_id"]
 
@@ -68,38 +79,6 @@ SOURCES = {
     "osrt": "OSRT_API",
     "threads": "ThreadNames",
 }
-
-#: columns that hold text (every other column is int64)
-TEXT_COLUMNS = {"name", "full_name", "grid", "block", "kind", "src_memory", "dst_memory", "memory", "api", "layer",
-                "sync_type", "domain", "process"}
-
-# Built-in copies of the ENUM tables, for exports that do not carry them (2022.2 and older).
-MEMCPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
-                8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD"}
-MEMORY_KINDS = {0: "Pageable", 1: "Pinned", 2: "Device", 3: "Array", 4: "Managed", 5: "Device Static",
-                6: "Managed Static", 7: "Unknown"}
-SYNC_TYPES = {0: "Unknown", 1: "Event sync", 2: "Stream wait sync", 3: "Stream sync", 4: "Context sync"}
-EVENT_CLASSES = {0: "runtime", 1: "driver", 67: "backtrace"}
-#: NVTX event types: push/pop and start/end ranges (also from ImportNvtxt), marks
-NVTX_RANGES = {59, 60, 70, 71}
-NVTX_MARKS = {34, 65}
-NVTX_DOMAIN_CREATE = 75
-NVTX_TYPE_NAMES = {"NvtxPushPopRange": 59, "NvtxStartEndRange": 60, "NvtxtPushPopRange": 70,
-                   "NvtxtStartEndRange": 71, "NvtxMark": 34, "NvtxtMark": 65, "NvtxDomainCreate": 75}
-
-#: ENUM_CUDA_MEMCPY_OPER names ("CUDA_MEMCPY_KIND_HTOD") -> our short names ("HtoD")
-_MEMCPY_BY_ENUM_NAME = {v.upper().replace(" ", "_"): v for v in MEMCPY_KINDS.values()}
-_VERSION_SUFFIX = re.compile(r"_v\d+$")
-_ID_BITS = 24
-_ID_MASK = (1 << _ID_BITS) - 1
-
-
-def split_global_id(gid: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """``globalTid``/``globalPid`` -> (pid, tid); tid is 0 for a globalPid."""
-    values = pd.to_numeric(gid, errors="coerce").fillna(0).astype("int64").to_numpy()
-    return (pd.Series((values >> _ID_BITS) & _ID_MASK, index=gid.index),
-            pd.Series(values & _ID_MASK, index=gid.index))
-
 
 @dataclass
 class NsysTrace:
@@ -239,7 +218,7 @@ class _Reader:
             ident, name = int(row[0]), str(row[1])
             label = str(row[2]) if len(row) > 2 and row[2] is not None else name
             if table == "ENUM_CUDA_MEMCPY_OPER":
-                label = _MEMCPY_BY_ENUM_NAME.get(name.replace("CUDA_MEMCPY_KIND_", ""), label)
+                label = memcpy_kind_of_enum(name, label)
             out[ident] = label
         return out
 
@@ -326,13 +305,13 @@ class _Reader:
                                                "name", "returnValue", "callchainId"])
         if raw is None or raw.empty:
             return self.empty(cols)
-        classes = {k: _layer(v) for k, v in self.enum("ENUM_NSYS_EVENT_CLASS", {}).items()} or EVENT_CLASSES
+        classes = {k: event_layer(v) for k, v in self.enum("ENUM_NSYS_EVENT_CLASS", {}).items()} or EVENT_CLASSES
         layer = self.ints(raw, "eventClass", 0).map(lambda c: classes.get(c, EVENT_CLASSES.get(c, "other")))
         out = self.times(raw)
         out["pid"], out["tid"] = split_global_id(raw["globalTid"])
         out["correlation"] = self.ints(raw, "correlationId")
         out["name"] = self.text(raw, "nameId", "name")
-        out["api"] = out["name"].str.replace(_VERSION_SUFFIX, "", regex=True)
+        out["api"] = unversioned(out["name"])
         out["layer"] = layer
         out["return_value"] = self.ints(raw, "returnValue", 0)
         out["callchain"] = self.ints(raw, "callchainId")
@@ -444,12 +423,3 @@ class _Reader:
         if raw is None:
             return []
         return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in raw.to_dict("records")]
-
-
-def _layer(label: str) -> str:
-    """``CUDA runtime`` -> runtime, ``CUDA driver`` -> driver, ``CUDA backtrace`` -> backtrace."""
-    low = label.lower()
-    for word in ("backtrace", "driver", "runtime"):
-        if "cuda" in low and word in low:
-            return word
-    return "other"
