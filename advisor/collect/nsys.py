@@ -102,12 +102,14 @@ def _capture_options(tool: NsysTool, cuda: bool) -> tuple[list[str], str | None]
     return [], f"{why}, so nsys recorded the whole run, and the phases are not named"
 
 
-def nsys_command(tool: NsysTool, config_path: Path, out_base: Path, cuda: bool) -> tuple[list[str], list[str]]:
-    """The ``nsys profile`` command line for the bootstrap's config, and notes on what it cannot do."""
+def nsys_command(tool: NsysTool, config_path: Path, out_base: Path, cuda: bool,
+                 nproc_per_node: int = 1) -> tuple[list[str], list[str]]:
+    """The ``nsys profile`` command line for the bootstrap's config (through torchrun for several ranks),
+    and notes on what it cannot do."""
     capture, note = _capture_options(tool, cuda)
     cmd = [str(tool.path), "profile", f"--trace={','.join(tool.trace_options(cuda))}", "--sample=none",
            "--cpuctxsw=none", *capture, "--force-overwrite=true", f"--output={out_base}",
-           *child_command(config_path)]
+           *child_command(config_path, nproc_per_node)]
     return cmd, [note] if note else []
 
 
@@ -117,12 +119,13 @@ def shell_line(cmd: list[str], env: dict[str, str]) -> str:
     return " ".join([*prefix, shlex.join(cmd)])
 
 
-def manual_command(cfg: CollectorConfig, stage_dir: Path, run_dir: Path, cuda: bool, tool: NsysTool | None) -> str:
+def manual_command(cfg: CollectorConfig, stage_dir: Path, run_dir: Path, cuda: bool, tool: NsysTool | None,
+                   nproc_per_node: int = 1) -> str:
     """The exact commands that run the system stage by hand and merge it into the run."""
     config_path = stage_dir / "collector.json"
     config_path.write_text(cfg.to_json())
     nsys = tool or NsysTool(Path("nsys"), "", frozenset())
-    cmd, _ = nsys_command(nsys, config_path, stage_dir / REPORT, cuda)
+    cmd, _ = nsys_command(nsys, config_path, stage_dir / REPORT, cuda, nproc_per_node)
     env = dict(NVTX_ENV)
     pythonpath = _child_env().get("PYTHONPATH")
     if pythonpath and pythonpath != os.environ.get("PYTHONPATH"):
@@ -132,13 +135,14 @@ def manual_command(cfg: CollectorConfig, stage_dir: Path, run_dir: Path, cuda: b
 
 
 def run_nsys(cfg: CollectorConfig, stage_dir: Path, *, cuda: bool, timeout_s: float,
-             progress: Callable[[str], None] | None = None, tool: NsysTool | None = None) -> NsysRun:
+             progress: Callable[[str], None] | None = None, tool: NsysTool | None = None,
+             nproc_per_node: int = 1) -> NsysRun:
     """Run the script under nsys and export SQLite; :class:`CollectError` when nothing usable came out."""
     tool = tool or find_nsys()
     config_path = stage_dir / "collector.json"
     config_path.write_text(cfg.to_json())
     out_base = stage_dir / REPORT
-    cmd, notes = nsys_command(tool, config_path, out_base, cuda)
+    cmd, notes = nsys_command(tool, config_path, out_base, cuda, nproc_per_node)
     env = {**_child_env(), **NVTX_ENV}
     log = stage_dir / LOG
     line = shell_line(cmd, NVTX_ENV)

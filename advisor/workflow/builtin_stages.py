@@ -67,13 +67,17 @@ def _system_timeout(ctx: StageContext) -> float:
     return 3.0 * float(ctx.run_meta.get("wall_s") or 60.0) + 300.0
 
 
+def _ranks(ctx: StageContext) -> int:
+    return int(ctx.run_meta.get("nproc_per_node") or 1)
+
+
 def _system_collect(ctx: StageContext) -> Collected:
     from advisor.collect.nsys import run_nsys
 
     if ctx.config is None:
         raise CollectError("advisor analyze does not run profilers")
     run = run_nsys(_system_config(ctx), ctx.stage_dir, cuda=ctx.cuda, timeout_s=_system_timeout(ctx),
-                   progress=ctx.progress)
+                   progress=ctx.progress, nproc_per_node=_ranks(ctx))
     return Collected([run.sqlite], run.artifacts, run.command, run.notes)
 
 
@@ -88,7 +92,7 @@ def _system_command(ctx: StageContext) -> str | None:
         tool = find_nsys()
     except ToolMissingError:
         tool = None
-    return manual_command(_system_config(ctx), ctx.stage_dir, ctx.run_dir, ctx.cuda, tool)
+    return manual_command(_system_config(ctx), ctx.stage_dir, ctx.run_dir, ctx.cuda, tool, _ranks(ctx))
 
 
 def _system_check(path: Path) -> None:

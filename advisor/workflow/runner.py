@@ -117,6 +117,10 @@ class StageRunner:
             collected = spec.collect(ctx) if spec.collect else None
         except CollectError as exc:
             return self._skipped(spec, ctx, f"{exc} (needed: {because})", getattr(exc, "command", None))
+        except KeyboardInterrupt:
+            # Keep what the earlier stages found: the report is still written, and no later stage runs.
+            self.hold = "the run was interrupted (Ctrl-C)"
+            return self._skipped(spec, ctx, f"interrupted (Ctrl-C) while {spec.tool} ran (needed: {because})")
         if collected is None:
             return self._skipped(spec, ctx, f"{spec.name} has no collector (needed: {because})")
         artifacts = [self.run.relative(p) for p in collected.artifacts if p.exists()]

@@ -153,3 +153,22 @@ def test_guards_see_the_diagnoses_of_the_stage_before(tmp_path) -> None:
     assert edge.taken is True  # SYS004 fired on the saxpy capture's 15 synchronous cudaMemcpy per run
     assert {d.rule_id for d in runner.diagnosed.diagnoses} >= {"GPU001", "SYS004"}
     assert np.isclose(runner.findings.get("system.memcpy.sync_per_step"), 15.0)
+
+
+def test_ctrl_c_in_a_stage_keeps_the_report_and_stops_the_walk(tmp_path, monkeypatch) -> None:
+    from dataclasses import replace
+
+    from advisor.workflow import stages
+
+    def interrupted(ctx):
+        raise KeyboardInterrupt
+
+    registry = stages.registered_stages()
+    monkeypatch.setitem(stages._STAGES, "system", replace(registry["system"], collect=interrupted))
+    findings = framework_findings("a100_alexnet_cuda_sync.pt.trace.json.gz")
+    cfg = CollectorConfig(script=str(tmp_path / "train.py"))
+    result, runner = walk_run(tmp_path, findings, config=cfg, online=True, run_meta=GPU_META)
+    system = result.entry("system")
+    assert system.status == "skipped" and system.reason.startswith("interrupted (Ctrl-C) while Nsight Systems ran")
+    assert runner.hold == "the run was interrupted (Ctrl-C)"  # no later stage starts a tool
+    assert {d.rule_id for d in runner.diagnosed.diagnoses} >= {"GPU001"}  # the framework's diagnoses are kept
