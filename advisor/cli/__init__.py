@@ -5,6 +5,7 @@ caught, and printed as one line; ``--debug`` shows the traceback instead.
 """
 
 from advisor.cli import commands_run  # noqa: F401  (registers its commands)
+from advisor.cli import commands_rules  # noqa: F401  (registers its commands)  # isort: skip
 from advisor.cli.app import app, main
 
 __all__ = ["app", "main"]
