@@ -76,7 +76,8 @@ def list_rules(
         origin = "built-in" if loaded.builtin else _shown(loaded.path)
         if rule.id in book.overridden:
             origin += f", replacing {_shown(book.overridden[rule.id])}"
-        shown.append((rule.id, rule.name or "-", rule.stage, "/".join(s.value for s in levels), rule.status, origin))
+        severity_text = "-" if rule.status == "disabled" else "/".join(s.value for s in levels)
+        shown.append((rule.id, rule.name or "-", rule.stage, severity_text, rule.status, origin))
     if len(shown) == 1:
         typer.echo("No rules match.")
         return
@@ -121,11 +122,19 @@ def lint(
     report = run_lint(paths or [], rules or [])
     for problem in report.problems:
         typer.echo(_problem_line(problem))
-    counted = f"{report.rule_files} rule file(s) and {report.entries} knowledge entr{'y' if report.entries == 1 else 'ies'}"
+    counted = " and ".join(
+        _plural(n, word) for n, word in ((report.rule_files, "rule file"), (report.entries, "knowledge entry")) if n
+    ) or "nothing"
     if report.problems:
-        typer.echo(f"{len(report.problems)} problem(s) in {counted}.")
+        typer.echo(f"{_plural(len(report.problems), 'problem')} in {counted}.")
         raise typer.Exit(1)
     typer.echo(f"Checked {counted}: no problems.")
+
+
+def _plural(n: int, word: str) -> str:
+    if n == 1:
+        return f"1 {word}"
+    return f"{n:,} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
 
 
 @rules_app.command("test")
@@ -155,12 +164,12 @@ def test_rules(
         cases += len(results)
         failed += len(bad)
         typer.echo(f"{item.rule.id} {item.rule.name}: "
-                   f"{'FAILED' if bad else 'ok'} ({len(results) - len(bad)} of {len(results)} cases passed)")
+                   f"{'FAILED' if bad else 'ok'} ({len(results) - len(bad)} of {_plural(len(results), 'case')} passed)")
         for r in results if verbose else bad:
             mark = "ok  " if r.passed else "FAIL"
             line = f"{_shown(Path(r.path))}:{r.line}" if r.line else _shown(Path(r.path))
             typer.echo(f"  {mark} {r.case}" + ("" if r.passed else f": {r.message} ({line})"))
-    typer.echo(f"{cases - failed} of {cases} test cases passed in {len(loaded)} rule(s).")
+    typer.echo(f"{cases - failed} of {_plural(cases, 'test case')} passed, in {_plural(len(loaded), 'rule')}.")
     if failed:
         raise typer.Exit(1)
 
@@ -220,8 +229,8 @@ def facts(
     current = None
     for analyzer, spec in rows:
         if analyzer.name != current:
+            typer.echo(("" if current is None else "\n") + f"{analyzer.stage} / {analyzer.name}: {analyzer.doc}".rstrip())
             current = analyzer.name
-            typer.echo(f"\n{analyzer.stage} / {analyzer.name}: {analyzer.doc}".rstrip())
         typer.echo(f"  {spec.name:<{width}}  {spec.unit:<8}  {spec.meaning}")
         for column, meaning in spec.columns.items():
             unit, _, what = meaning.partition(":")

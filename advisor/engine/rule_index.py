@@ -32,6 +32,12 @@ def severity_text(rule: Rule) -> str:
     return ", else ".join(parts)
 
 
+def _heading(category: str) -> str:
+    """``data loading`` -> ``Data loading``; names like ``torch.compile`` keep their case."""
+    first = category.split()[0] if category.split() else category
+    return category if "." in first or not category else category[0].upper() + category[1:]
+
+
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -80,7 +86,7 @@ def render_index(rules: Iterable[LoadedRule], entries: Mapping[str, Entry], rule
     for entry in entries.values():
         by_category[entry.category or "other"].append(entry)
     for category in sorted(by_category):
-        out += [f"### {category[0].upper() + category[1:]}", ""]
+        out += [f"### {_heading(category)}", ""]
         for entry in sorted(by_category[category], key=lambda e: e.title.lower()):
             rules_text = ", ".join(used_by.get(entry.id, [])) or "none yet"
             out.append(f"- [{_cell(entry.title)}]({knowledge_link}/{entry.id}.md) (`{entry.id}`): "

@@ -102,10 +102,13 @@ def user_rule_dirs(user_dirs: Iterable[Path] = (), *, env: bool = True) -> list[
     dirs = [Path(d) for d in user_dirs]
     if env and os.environ.get(ENV_VAR):
         dirs += [Path(p) for p in os.environ[ENV_VAR].split(os.pathsep) if p]
+    unique: list[Path] = []
     for d in dirs:
         if not d.exists():
             raise RuleError(d, None, f"no such rules folder (from --rules or ${ENV_VAR})")
-    return dirs
+        if all(d.resolve() != u.resolve() for u in unique):  # given twice: load it once
+            unique.append(d)
+    return unique
 
 
 def _check_facts(loaded: LoadedRule) -> None:
