@@ -27,9 +27,13 @@ class Stage(str, Enum):
 
 
 StageOption = Annotated[Optional[Stage], typer.Option("--stage", help="Only this stage.")]
-PathsArgument = Annotated[Optional[list[Path]], typer.Argument(
-    help="Rule files or folders (and knowledge .md files); default: the built-in rules and your --rules folders.",
-    show_default=False)]
+LintPaths = Annotated[Optional[list[Path]], typer.Argument(
+    help="Rule files or folders, and knowledge entries (.md); default: the built-in rules and knowledge "
+         "entries and your --rules folders.",
+    show_default=False, metavar="PATHS")]
+TestPaths = Annotated[Optional[list[Path]], typer.Argument(
+    help="Rule files or folders; default: the active rules (built-in and your --rules folders).",
+    show_default=False, metavar="PATHS")]
 
 
 def _shown(path: Path | None) -> str:
@@ -108,7 +112,7 @@ def explain(
 
 @rules_app.command()
 def lint(
-    paths: PathsArgument = None,
+    paths: LintPaths = None,
     rules: RulesOption = None,
 ) -> None:
     """Check rule files and knowledge entries without running anything; exit 1 on any problem.
@@ -139,7 +143,7 @@ def _plural(n: int, word: str) -> str:
 
 @rules_app.command("test")
 def test_rules(
-    paths: PathsArgument = None,
+    paths: TestPaths = None,
     rules: RulesOption = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every case, not just failures.")] = False,
 ) -> None:
@@ -180,12 +184,23 @@ def index(
     check: Annotated[Optional[Path], typer.Option(
         "--check", help="Exit 1 if this file differs from what would be generated (for CI).")] = None,
 ) -> None:
-    """Generate the rule index (Markdown) from the built-in rules and knowledge entries."""
+    """Generate the rule index (Markdown) from the built-in rules and knowledge entries.
+
+    The rules and entries are linted first: an entry without a section or a rule without test cases
+    fails here, with the problems listed, instead of producing an index.
+    """
     from advisor.engine.knowledge import load_entries
+    from advisor.engine.lint import lint as run_lint
     from advisor.engine.rule_index import render_index
     from advisor.engine.rulebook import RuleBook
     from advisor.resources import rules_dir
 
+    report = run_lint(env=False)
+    if report.problems:
+        for problem in report.problems:
+            typer.echo(_problem_line(problem))
+        err.print("advisor: the index is built from complete rules and entries; fix the problems above first")
+        raise typer.Exit(1)
     book = RuleBook.load(env=False)
     text = render_index([*book.rules.values()], load_entries(), rules_dir())
     if check is not None:
@@ -204,7 +219,7 @@ def index(
 @app.command()
 def facts(
     pattern: Annotated[Optional[str], typer.Argument(
-        help="Only facts whose name or meaning contains this text.", show_default=False)] = None,
+        help="Only facts whose name or meaning contains this text.", show_default=False, metavar="WORD")] = None,
     stage: StageOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:

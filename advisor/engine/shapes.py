@@ -39,7 +39,7 @@ class Problem:
 class Kind:
     """What an expression node holds, as far as the declarations tell."""
 
-    what: str  # scalar | table | row | column | unknown
+    what: str  # scalar | table | row | column | list (of columns or values) | unknown
     spec: FactSpec | None = None
     column: str | None = None
 

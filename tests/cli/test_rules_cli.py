@@ -79,3 +79,21 @@ def test_facts_lists_every_declared_fact(tmp_path: Path) -> None:
     text = cli("facts", "dataloader", cwd=tmp_path).stdout
     assert "dataloader.fetch_ms" in text and "ms        mean time the training loop waits" in text
     assert "trace.device" not in text
+
+
+def test_index_refuses_incomplete_entries(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """The index is built only from complete entries: one without a section fails the command."""
+    from typer.testing import CliRunner
+
+    import advisor.engine.lint as lint_module
+    from advisor.cli import app
+    from advisor.resources import knowledge_dir
+
+    for entry in knowledge_dir().glob("*.md"):
+        (tmp_path / entry.name).write_text(entry.read_text())
+    broken = tmp_path / "pin-memory-off.md"
+    broken.write_text(broken.read_text().replace("## Expected gain", "## Gains"))
+    monkeypatch.setattr(lint_module, "knowledge_dir", lambda: tmp_path)
+    result = CliRunner().invoke(app, ["rules", "index"], env=NO_USER_RULES)
+    assert result.exit_code == 1
+    assert f"{broken}: section `## Expected gain` is missing or empty" in result.output

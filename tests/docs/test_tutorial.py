@@ -8,7 +8,6 @@ command (``exit=N`` gives the expected exit code) and checks that the lines show
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 from dataclasses import dataclass, field
