@@ -20,12 +20,14 @@ from advisor.engine.evaluate import Diagnosis, Outcome, evaluate_rules
 from advisor.engine.rulebook import RuleBook
 from advisor.errors import TraceError
 from advisor.load.kineto import KinetoTrace, load_kineto
+from advisor.load.ncu_tables import NcuReport
 from advisor.report.model import build_report_data
 from advisor.report.render import write_reports
 from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
 
-__all__ = ["Diagnosed", "analyze_traces", "diagnose_findings", "find_kineto_traces", "render_run", "save"]
+__all__ = ["Diagnosed", "analyze_kernel_reports", "analyze_traces", "compare_kernel_reports", "diagnose_findings",
+           "find_kineto_traces", "is_kernel_file", "load_kernel_reports", "render_run", "save"]
 
 
 @dataclass
@@ -67,6 +69,51 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
             f"({primary.path.name})"
         )
     return findings
+
+
+def is_kernel_file(path: Path) -> bool:
+    """A Nsight Compute result: a ``.ncu-rep`` file, or a text file holding ncu CSV output."""
+    from advisor.load.ncu_csv import is_ncu_csv
+
+    return path.is_file() and (path.suffix == ".ncu-rep" or (path.suffix in (".csv", ".log", ".txt")
+                                                             and is_ncu_csv(path)))
+
+
+def load_kernel_reports(paths: Iterable[Path]) -> list[NcuReport]:
+    """Read each Nsight Compute file with the loader for its type."""
+    from advisor.load.ncu_csv import load_ncu_csv
+    from advisor.load.ncu_report import load_ncu_report
+
+    return [load_ncu_report(p) if p.suffix == ".ncu-rep" else load_ncu_csv(p) for p in paths]
+
+
+def analyze_kernel_reports(reports: Sequence[NcuReport], framework_kernels: Sequence[dict[str, Any]] = ()
+                           ) -> Findings:
+    """Kernel-stage findings; ``framework_kernels`` (the run's ``kernels.top``) ties kernels to the code."""
+    from advisor.analyze.kernel_view import KernelView
+
+    findings = run_analyzers(KernelView(reports, framework_kernels), "kernel",
+                             evidence=", ".join(str(r.path) for r in reports))
+    for report in reports:
+        findings.notes.extend(report.notes)
+    return findings
+
+
+def compare_kernel_reports(before: NcuReport, after: NcuReport, book: RuleBook) -> dict[str, Any]:
+    """Before/after figures of the paired kernels, and the kernel rules each side fires: fixed, remaining, new."""
+    from advisor.analyze.kernel_compare import compare_kernels
+
+    sides = [diagnose_findings(analyze_kernel_reports([r]), book) for r in (before, after)]
+    fired = [{d.rule_id: d.name for d in side.diagnoses if d.stage == "kernel"} for side in sides]
+    rows = compare_kernels(*(side.findings.get("ncu.kernels", []) for side in sides))
+    duration = next((r for r in rows if r["figure"] == "duration_us"), None)
+    return {
+        "before": str(before.path), "after": str(after.path), "figures": rows,
+        "speedup": (duration["before"] / duration["after"]) if duration and duration["after"] else None,
+        "fixed": {i: n for i, n in fired[0].items() if i not in fired[1]},
+        "remaining": {i: n for i, n in fired[0].items() if i in fired[1]},
+        "new": {i: n for i, n in fired[1].items() if i not in fired[0]},
+    }
 
 
 def diagnose_findings(findings: Findings, book: RuleBook, stopped_early: str | None = None) -> Diagnosed:

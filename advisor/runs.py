@@ -16,9 +16,11 @@ from pathlib import Path
 
 from advisor.collect.config import CollectorConfig
 from advisor.collect.framework import FrameworkResult, check_script, run_framework
+from advisor.analyze.findings import Findings
 from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import SEVERITIES
 from advisor.pipeline import Diagnosed, analyze_traces, diagnose_findings, find_kineto_traces, load_traces, render_run, save
+from advisor.pipeline import analyze_kernel_reports, compare_kernel_reports, is_kernel_file, load_kernel_reports
 from advisor.pipeline import rediagnose
 from advisor.rundir import RunDir
 
@@ -101,17 +103,42 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
 
 def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list[Path] | None = None,
                   argv: list[str] | None = None) -> RunSummary:
+    """Kineto traces and/or Nsight Compute files (``.ncu-rep``, ncu CSV), each read by its own loader."""
     book = RuleBook.load(rule_dirs or [])
-    trace_paths = [t for p in paths for t in find_kineto_traces(p)]
+    kernel_paths = [p for p in paths if is_kernel_file(p)]
+    trace_paths = [t for p in paths if p not in kernel_paths for t in find_kineto_traces(p)]
     traces = load_traces(trace_paths)  # bad input fails here, before a run directory is made
-    run = RunDir.create(trace_paths[0].name.split(".")[0], out)
-    run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in trace_paths],
+    reports = load_kernel_reports(kernel_paths)
+    inputs = trace_paths + kernel_paths
+    run = RunDir.create(inputs[0].name.split(".")[0], out)
+    run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in inputs],
                         command=argv or [], started_at=time.strftime("%Y-%m-%d %H:%M:%S"),
-                        source_roots=[str(p.resolve().parent) for p in trace_paths])
-    findings = analyze_traces(traces)
+                        source_roots=[str(p.resolve().parent) for p in inputs])
+    findings = analyze_traces(traces) if traces else None
+    notes: list[str] = []
+    if reports:
+        kernel = analyze_kernel_reports(reports, (findings.get("kernels.top") or []) if findings else [])
+        findings = kernel if findings is None else _merged(findings, kernel)
+        if len(reports) == 2:
+            notes.append(_comparison_note(run, compare_kernel_reports(reports[0], reports[1], book)))
     diagnosed = diagnose_findings(findings, book)
     save(run, diagnosed)
-    return RunSummary(run, diagnosed, render_run(run))
+    return RunSummary(run, diagnosed, render_run(run), notes=notes)
+
+
+def _merged(framework: Findings, kernel: Findings) -> Findings:
+    framework.merge(kernel)
+    return framework
+
+
+def _comparison_note(run: RunDir, comparison: dict) -> str:
+    """Save comparison.json; one line for the terminal."""
+    run.write_json("comparison.json", comparison)
+    speed = f"{comparison['speedup']:.2f}x the speed" if comparison.get("speedup") else "no duration to compare"
+    fixed = ", ".join(f"{i} {n}" for i, n in comparison["fixed"].items()) or "nothing"
+    left = ", ".join(f"{i} {n}" for i, n in comparison["remaining"].items()) or "nothing"
+    return (f"{Path(comparison['after']).name} against {Path(comparison['before']).name}: {speed}; "
+            f"fixes {fixed}; still {left} (comparison.json)")
 
 
 def rerender(run_dir: Path, rule_dirs: list[Path] | None = None) -> RunSummary:

@@ -2,6 +2,7 @@
 
 from advisor.analyze import (  # noqa: F401
     dataloader,
+    kernels,
     operators,
     optimizer,
     source_lines,

@@ -66,17 +66,22 @@ def diagnose(
 
 @app.command()
 def analyze(
-    paths: Annotated[list[Path], typer.Argument(help="Kineto traces (.json, .json.gz) or a folder of rank traces.",
-                                                show_default=False)],
+    paths: Annotated[list[Path], typer.Argument(
+        help="Kineto traces (.json, .json.gz) or a folder of rank traces, and/or Nsight Compute results "
+             "(.ncu-rep, ncu --csv output); two ncu files are also compared, the first as before.",
+        show_default=False)],
     out: OutOption = None,
     rules: RulesOption = None,
     fail_on: FailOnOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the summary card.")] = False,
 ) -> None:
-    """Analyse traces recorded elsewhere: load, find, diagnose and report, without running anything."""
+    """Analyse traces and Nsight Compute reports recorded elsewhere: load, find, diagnose and report."""
     from advisor.runs import analyze_files
 
     summary = analyze_files(paths, out=out, rule_dirs=rules, argv=list(sys.argv))
+    if not quiet:
+        for note in summary.notes:
+            typer.echo(note)
     finish(summary, fail_on, quiet)
 
 

@@ -48,7 +48,8 @@ def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
 
 def judge(diagnoses: Sequence[Diagnosis], facts: Mapping[str, Any], stopped_early: str | None = None) -> Verdict:
     """Pick the verdict from the ranked diagnoses and the facts."""
-    missing = _missing_evidence(facts)
+    kernel_only = "steps.count" not in facts and any(name.startswith("ncu.") for name in facts)
+    missing = [] if kernel_only else _missing_evidence(facts)  # framework checks need framework facts
     if stopped_early:
         missing.insert(0, stopped_early)
     serious = [d for d in diagnoses if d.severity_rank >= 2]
