@@ -191,8 +191,9 @@ class _Walk:
         left_node, left = node.first, self.kind(node.first, scope)
         for op, right_node in node.rest:
             right = self.kind(right_node, scope)
-            self._threshold(left, op, right_node, node.pos)
-            self._threshold(right, _FLIP[op], left_node, node.pos)
+            if op in _FLIP:  # only orderings are thresholds; `in` and `not in` are not
+                self._threshold(left, op, right_node, node.pos)
+                self._threshold(right, _FLIP[op], left_node, node.pos)
             left_node, left = right_node, right
 
     def _threshold(self, subject: Kind, op: str, other: Node, pos: int) -> None:

@@ -192,3 +192,8 @@ def test_lint_cli_prints_one_line_per_problem_and_fails(tmp_path: Path) -> None:
 
 def test_rule_data_helper_removes_fields() -> None:
     assert "why" not in rule_data(why=None)
+
+
+def test_membership_tests_are_not_thresholds(tmp_path: Path) -> None:
+    path = write_rule(tmp_path, when="'cpu' in trace.device and steps.time_ms >= 100 and 'x' not in ['a']")
+    assert problems(path) == []
