@@ -189,7 +189,7 @@ def index(
     The rules and entries are linted first: an entry without a section or a rule without test cases
     fails here, with the problems listed, instead of producing an index.
     """
-    from advisor.engine.knowledge import load_entries
+    from advisor.knowledge import load_entries
     from advisor.engine.lint import lint as run_lint
     from advisor.engine.rule_index import render_index
     from advisor.engine.rulebook import RuleBook

@@ -41,7 +41,7 @@ def _facts_read(loaded: LoadedRule) -> list[str]:
 
 
 def _knowledge(loaded: LoadedRule) -> list[str]:
-    from advisor.engine.knowledge import parse_entry
+    from advisor.knowledge import parse_entry
     from advisor.resources import knowledge_dir
 
     lines = []

@@ -13,7 +13,7 @@ unsafe YAML and expressions that do not parse), lint checks:
   facts of the right type, and which put every threshold's fact just either
   side of the threshold;
 - the knowledge entries it names exist, and built-in rules name at least one;
-- knowledge entries have every section (:mod:`advisor.engine.knowledge`).
+- knowledge entries have every section (:mod:`advisor.knowledge`).
 
 Each problem is a :class:`~advisor.errors.RuleError` naming file and line.
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import all_specs
-from advisor.engine.knowledge import Entry, check_entry, entry_files, parse_entry
+from advisor.knowledge import Entry, check_entry, entry_files, parse_entry
 from advisor.engine.rulebook import LoadedRule, parse_rule_file, rule_files, user_rule_dirs
 from advisor.engine.shapes import Catalog, Threshold, check_expression
 from advisor.engine.values import is_number

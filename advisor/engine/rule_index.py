@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from advisor.engine.knowledge import Entry
+from advisor.knowledge import Entry
 from advisor.engine.rulebook import LoadedRule
 from advisor.engine.schema import Rule, Severity
 

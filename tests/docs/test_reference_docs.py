@@ -8,7 +8,7 @@ from conftest import REPO, run_cli
 
 from advisor.engine import syntax, values
 from advisor.engine.functions import FUNCTIONS
-from advisor.engine.knowledge import load_entries
+from advisor.knowledge import load_entries
 from advisor.engine.rule_index import render_index
 from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import Impact, Rule, RuleTest

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.engine.knowledge import SECTIONS, check_entry, load_entries, parse_entry
+from advisor.knowledge import SECTIONS, check_entry, load_entries, parse_entry
 from advisor.errors import RuleError
 
 ENTRIES = load_entries()
