@@ -23,6 +23,9 @@ import yaml
 
 from advisor.errors import RuleError
 
+# libyaml's parser when PyYAML was built with it (the wheels are): ten times faster, same events and marks
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 __all__ = ["LineMap", "load_yaml", "parse_yaml"]
 
 MAX_BYTES = 256 * 1024
@@ -62,7 +65,7 @@ def load_yaml(path: Path) -> tuple[Any, LineMap]:
 def parse_yaml(text: str, path: Path | None = None) -> tuple[Any, LineMap]:
     _refuse_aliases(text, path)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise RuleError(path, _mark_line(exc), f"is not valid YAML: {_problem(exc)}") from None
     if node is None:
@@ -70,7 +73,7 @@ def parse_yaml(text: str, path: Path | None = None) -> tuple[Any, LineMap]:
     lines = LineMap()
     _walk(node, (), lines, [0], path)
     try:
-        data = yaml.SafeLoader(text).get_single_data()
+        data = _Loader(text).get_single_data()
     except yaml.constructor.ConstructorError as exc:
         raise RuleError(path, _mark_line(exc), f"uses a YAML tag that is not allowed: {_problem(exc)}") from None
     except yaml.YAMLError as exc:
@@ -80,7 +83,7 @@ def parse_yaml(text: str, path: Path | None = None) -> tuple[Any, LineMap]:
 
 def _refuse_aliases(text: str, path: Path | None) -> None:
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=_Loader):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 line = event.start_mark.line + 1 if event.start_mark else None
                 raise RuleError(path, line, "YAML anchors and aliases (&name / *name) are not allowed in rule files")

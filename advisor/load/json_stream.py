@@ -2,7 +2,7 @@
 
 A Kineto trace is one JSON object, ``{"schemaVersion": 1, ..., "traceEvents":
 [ev, ev, ...], "traceName": ...}``, that reaches gigabytes. :func:`read_array`
-reads it, plain or gzip, in chunks of :data:`CHUNK_BYTES`, and hands the
+reads it, plain or gzip, in chunks of :data:`CHUNK_BYTES` (1 MiB), and hands the
 array's elements to a ``decode`` function in *pieces* of about
 :data:`PIECE_BYTES`: byte strings ``[ev, ..., ev]`` that are each valid JSON.
 So memory holds one piece and what ``decode`` makes of it, not the file.
@@ -42,9 +42,9 @@ from advisor.errors import TraceError
 __all__ = ["CHUNK_BYTES", "PIECE_BYTES", "MalformedPiece", "exact_cut", "read_array"]
 
 #: decompressed bytes read at a time
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20
 #: target size of one piece handed to ``decode``
-PIECE_BYTES = 4 << 20
+PIECE_BYTES = 1 << 20
 
 T = TypeVar("T")
 _FAST_CUT = re.compile(rb"\}\s*,\s*\{")
