@@ -320,7 +320,7 @@ def _events_table(columns: Any, base_us: int) -> pd.DataFrame:
             data[column] = pd.array([], dtype="str")
     data["stream"][data["stream"] == _NO_STREAM[0]] = -1
     data["end"] = end[order]
-    return pd.DataFrame(data)
+    return pd.DataFrame(data, copy=False)  # the arrays are ours: no second copy of every column
 
 
 def _memory_table(columns: Any, base_us: int) -> pd.DataFrame:
