@@ -39,7 +39,7 @@ import orjson
 
 from advisor.errors import TraceError
 
-__all__ = ["CHUNK_BYTES", "PIECE_BYTES", "MalformedPiece", "exact_cut", "read_array"]
+__all__ = ["CHUNK_BYTES", "PIECE_BYTES", "MalformedPiece", "error_position", "exact_cut", "read_array"]
 
 #: decompressed bytes read at a time
 CHUNK_BYTES = 1 << 20
