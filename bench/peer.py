@@ -29,6 +29,7 @@ THROUGHPUT_TARGET = 2.0
 
 
 def measure(traces: list[Path], runs: int, hta_python: str, with_peer: bool) -> dict:
+    started = machine()
     tools = ["advisor", "orjson"] + (["hta"] if with_peer else [])
     series = {(t.name, tool): Series() for t in traces for tool in tools}
     for i in range(runs):
@@ -40,7 +41,7 @@ def measure(traces: list[Path], runs: int, hta_python: str, with_peer: bool) -> 
                 print(f"  run {i + 1}/{runs} {trace.name[:32]:32} {tool:8} work {run.figures['work_s']:7.3f} s "
                       f"process {run.wall_s:7.3f} s  peak {run.peak_rss_mb:7.1f} MB  (load {load_average()})",
                       file=sys.stderr)
-    return {"machine": machine() | {"loadavg_end": load_average()}, "runs": runs,
+    return {"machine": started | {"loadavg_end": load_average()}, "runs": runs,
             "traces": {t.name: _summary(t, series, with_peer) for t in traces}}
 
 

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     sizes = sorted(args.size or [parse_size(s) for s in DEFAULT_SIZES])
+    started = machine()
     rows = []
     for size in sizes:
         trace = synthetic_trace(size, args.workdir, args.source, log=lambda m: print(m, file=sys.stderr))
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                          **{k: series.median(k) for k in ("work_s", "load_s", "wall_s", "peak_rss_mb")},
                          **({"analyze_s": series.median("analyze_s"), "rules_s": series.median("rules_s")}
                             if tool == "advisor" else {})})
-    result = {"machine": machine() | {"loadavg_end": load_average()}, "runs": args.runs, "rows": rows}
+    result = {"machine": started | {"loadavg_end": load_average()}, "runs": args.runs, "rows": rows}
     print(report(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
