@@ -27,6 +27,9 @@ import yaml
 
 from advisor.errors import RuleError
 
+# libyaml's parser when PyYAML was built with it (the wheels are): ten times faster, same events and marks
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 __all__ = ["LineMap", "load_yaml", "parse_yaml"]
 
 MAX_BYTES = 256 * 1024
@@ -69,7 +72,7 @@ def parse_yaml(text: str, path: Path | None = None) -> tuple[Any, LineMap]:
         raise RuleError(path, None, f"text is {len(text):,} characters; rule files are limited to {MAX_BYTES:,}")
     _check_events(text, path)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise RuleError(path, _mark_line(exc), f"is not valid YAML: {_problem(exc)}") from None
     if node is None:
@@ -77,7 +80,7 @@ def parse_yaml(text: str, path: Path | None = None) -> tuple[Any, LineMap]:
     lines = LineMap()
     _walk(node, (), lines, [0], path)
     try:
-        data = yaml.SafeLoader("").construct_document(node)  # the very node checked above
+        data = _Loader("").construct_document(node)  # the very node checked above
     except yaml.constructor.ConstructorError as exc:
         raise RuleError(path, _mark_line(exc), f"uses a YAML tag that is not allowed: {_problem(exc)}") from None
     except yaml.YAMLError as exc:
@@ -97,7 +100,7 @@ def _check_events(text: str, path: Path | None) -> None:
     """
     depth = nodes = 0
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        for event in yaml.parse(text, Loader=_Loader):
             line = event.start_mark.line + 1 if event.start_mark else None
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise RuleError(path, line, "YAML anchors and aliases (&name / *name) are not allowed in rule files")
