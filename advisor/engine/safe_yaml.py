@@ -119,6 +119,8 @@ def _check_events(text: str, path: Path | None) -> None:
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
     except yaml.YAMLError as exc:
+        if "nesting depth" in _problem(exc):  # libyaml's own cap, met before ours on very deep input
+            raise RuleError(path, _mark_line(exc), f"nests deeper than {MAX_DEPTH} levels") from None
         raise RuleError(path, _mark_line(exc), f"is not valid YAML: {_problem(exc)}") from None
 
 
