@@ -21,8 +21,8 @@ from advisor.engine.rulebook import RuleBook
 from advisor.errors import TraceError
 from advisor.load.kineto import KinetoTrace, load_kineto
 from advisor.load.ncu_tables import NcuReport
+from advisor.progress import Progress
 from advisor.report.model import build_report_data
-from advisor.report.render import write_reports
 from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
 
@@ -52,7 +52,11 @@ def find_kineto_traces(path: Path) -> list[Path]:
 
 
 def load_traces(paths: Iterable[Path]) -> list[KinetoTrace]:
-    traces = [load_kineto(p) for p in paths]
+    """Load each trace (a progress bar on a terminal when it takes more than a second)."""
+    traces = []
+    for p in paths:
+        with Progress(f"Loading {p.name}") as bar:
+            traces.append(load_kineto(p, on_progress=bar.update))
     return sorted(traces, key=lambda t: t.rank)
 
 
@@ -62,7 +66,8 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
         return Findings(notes=["no trace was captured, so nothing could be analysed"])
     primary = traces[0]
     view = TraceView(primary, run_meta)
-    findings = run_analyzers(view, "framework", evidence=str(primary.path))
+    with Progress(f"Analysing {primary.path.name}") as bar:
+        findings = run_analyzers(view, "framework", evidence=str(primary.path), on_progress=bar.update)
     if len(traces) > 1:
         # GPU figures across ranks (imbalance, straggler, collective wait): see advisor.analyze.gpu_ranks
         views = [view, *(TraceView(t, run_meta) for t in traces[1:])]
@@ -137,6 +142,8 @@ def save(run: RunDir, diagnosed: Diagnosed) -> None:
 
 def render_run(run: RunDir) -> dict[str, Path]:
     """Write report.md and report.html from the run directory's own files."""
+    from advisor.report.render import write_reports  # jinja2 only when reports are written
+
     return write_reports(build_report_data(run), run.path)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.analyze import intervals
+from advisor.analyze import intervals, names as by_name
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.gpu_time import primary_device
@@ -74,7 +74,7 @@ def _collectives(comm: pd.DataFrame, steps: int) -> list[dict[str, Any]]:
 
 def _host_comm_ms(view: TraceView, lo: int, hi: int, steps: int) -> float:
     host = view.host
-    sel = host["cat"].isin(("cpu_op", "user_annotation")) & host["name"].map(lambda n: bool(_HOST_COMM.search(n))).astype(bool)
+    sel = host["cat"].isin(("cpu_op", "user_annotation")).to_numpy() & by_name.where(host["name"], _HOST_COMM.search)
     part = host[sel & (host["ts"] >= lo) & (host["ts"] < hi)]
     if len(part) == 0:
         return 0.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from advisor.analyze import names as by_name
 from advisor.analyze.view import TraceView
 from advisor.naming import SOURCE_PREFIX, parse_source_label
 
@@ -40,7 +41,7 @@ def call_site_of(view: TraceView, ranges: pd.DataFrame) -> tuple[str, int, str] 
     either can come out as the parent of the other.
     """
     host = view.host
-    is_label = host["name"].str.startswith(SOURCE_PREFIX)
+    is_label = by_name.where(host["name"], lambda n: n.startswith(SOURCE_PREFIX))
     inside = host["parent"].isin(ranges.index)
     around = host.index.isin(ranges["parent"])
     labels = host[is_label & (inside | around)]

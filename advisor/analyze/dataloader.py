@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from advisor.analyze import names as by_name
 from advisor.analyze.common import call_site_of, in_steps, site
 from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import analyzer
@@ -38,7 +39,7 @@ def dataloader(view: TraceView) -> dict[str, Any]:
         return {}
     host = view.host
     names = host["name"]
-    iters = names[names.str.startswith("enumerate(DataLoader)#")]
+    iters = names[by_name.where(names, lambda n: n.startswith("enumerate(DataLoader)#"))]
     out: dict[str, Any] = {
         "dataloader.batches_per_step": len(fetches) / max(view.step_count, 1),
         "dataloader.fetch_ms": float(fetches["dur"].mean()) / 1e6,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from advisor.analyze import intervals
+from advisor.analyze import intervals, names as by_name
 
 if TYPE_CHECKING:
     from advisor.analyze.view import TraceView
@@ -156,7 +156,10 @@ def _gpu_ops(view: TraceView, context: pd.DataFrame) -> pd.DataFrame:
     # Old traces carry the device and stream only as pid and tid.
     ops["device"] = np.where(ops["device"] >= 0, ops["device"], ops["pid"])
     ops["stream"] = np.where(ops["stream"] >= 0, ops["stream"], ops["tid"])
-    ops["kind"] = [op_kind(c, n) for c, n in zip(ops["cat"], ops["name"])]
+    cat = ops["cat"].to_numpy(dtype=object)
+    kind = np.where(cat == "gpu_memcpy", "memcpy", np.where(cat == "gpu_memset", "memset", np.where(
+        by_name.where(ops["name"], _COMM.search), "comm", "compute")))
+    ops["kind"] = pd.Series(kind.astype(object), index=ops.index, dtype="str")
     ops = ops.drop(columns=["pid", "tid"]).reset_index(drop=True)
     return _attach_host(ops, view, context)
 
@@ -164,8 +167,9 @@ def _gpu_ops(view: TraceView, context: pd.DataFrame) -> pd.DataFrame:
 def _host_syncs(view: TraceView, context: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     host = view.host
     names = host["name"]
-    kind = names.map(SYNC_APIS)
-    pageable = ops[(ops["kind"] == "memcpy") & ops["name"].str.contains("Pageable") & (ops["launch"] >= 0)]
+    kind = pd.Series(view.host_names(SYNC_APIS.get), index=host.index, dtype="str")
+    pageable = ops[(ops["kind"] == "memcpy").to_numpy() & by_name.where(ops["name"], lambda n: "Pageable" in n)
+                   & (ops["launch"] >= 0).to_numpy()]
     async_copy = names.isin(ASYNC_COPY_APIS) & host.index.isin(pageable["launch"])
     kind = kind.where(~async_copy, "pageable_copy")
     rows = host[kind.notna()]

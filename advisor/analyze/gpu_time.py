@@ -141,6 +141,7 @@ def _gap_rows(gaps: pd.DataFrame, ops: pd.DataFrame, links: GpuLinks, view: Trac
     from advisor.analyze.common import site
 
     steps = view.steps["step"].to_numpy()
+    host = view.host[["ts", "end", "cat", "op_top", "name"]]  # narrow: each gap filters it again
     rows = []
     for g in gaps.nlargest(TOP_GAPS, "dur").itertuples(index=False):
         nxt = ops.iloc[g.next] if g.next >= 0 else None
@@ -150,7 +151,7 @@ def _gap_rows(gaps: pd.DataFrame, ops: pd.DataFrame, links: GpuLinks, view: Trac
             "at_ms": (g.start - links.lo) / NS_PER_MS, "ms": g.dur / NS_PER_MS, "cause": cause,
             "next": "" if nxt is None else nxt["name"], "op": "" if nxt is None else nxt["op"],
             "site": "" if nxt is None else site(nxt["src_file"], int(nxt["src_line"]), nxt["src_func"]),
-            "step": int(steps[idx]) if idx >= 0 else -1, "host": _host_activity(view, int(g.start), int(g.end)),
+            "step": int(steps[idx]) if idx >= 0 else -1, "host": _host_activity(host, int(g.start), int(g.end)),
         })
     return rows
 
@@ -160,7 +161,8 @@ def _idle_host_ops(view: TraceView, gaps: pd.DataFrame, links: GpuLinks, idle: i
     from advisor.analyze.common import site
 
     host = view.host
-    top = host[(host["cat"] == "cpu_op") & host["op_top"] & (host["end"] > links.lo) & (host["ts"] < links.hi)]
+    keep = ((host["cat"] == "cpu_op") & host["op_top"] & (host["end"] > links.lo) & (host["ts"] < links.hi)).to_numpy()
+    top = host.loc[keep, ["ts", "end", "name", "src_file", "src_line", "src_func"]]
     if len(top) == 0 or idle <= 0:
         return []
     gs, ge = gaps["start"].to_numpy("int64"), gaps["end"].to_numpy("int64")
@@ -177,19 +179,26 @@ def _idle_host_ops(view: TraceView, gaps: pd.DataFrame, links: GpuLinks, idle: i
     return rows
 
 
-def _host_activity(view: TraceView, lo: int, hi: int) -> str:
-    """What the host did during [lo, hi): the outermost operator and the runtime call that took most of it."""
-    host = view.host
-    near = host[(host["end"] > lo) & (host["ts"] < hi)]
-    overlap = np.minimum(near["end"], hi) - np.maximum(near["ts"], lo)
+def _host_activity(host: pd.DataFrame, lo: int, hi: int) -> str:
+    """What the host did during [lo, hi): the outermost operator and the runtime call that took most of it.
+
+    ``host``: ``view.host`` or some of its columns (ts, end, cat, op_top, name).
+    """
+    ts, end = host["ts"].to_numpy(), host["end"].to_numpy()
+    near = np.flatnonzero((end > lo) & (ts < hi))
+    overlap = np.minimum(end[near], hi) - np.maximum(ts[near], lo)
+    cat = host["cat"].to_numpy(dtype=object)[near]
+    names = host["name"].to_numpy(dtype=object)[near]
     parts = []
-    for label, sel in (("op", (near["cat"] == "cpu_op") & near["op_top"]),
-                       ("api", near["cat"].isin(("cuda_runtime", "cuda_driver")))):
+    for sel in ((cat == "cpu_op") & host["op_top"].to_numpy()[near], (cat == "cuda_runtime") | (cat == "cuda_driver")):
         if sel.any():
-            by_name = overlap[sel].groupby(near.loc[sel, "name"]).sum()
-            name, ns = by_name.idxmax(), int(by_name.max())
+            # per name, in name order, so that a tie goes to the first name as a sorted groupby would
+            unique, inverse = np.unique(names[sel], return_inverse=True)
+            by_name = np.bincount(inverse, weights=overlap[sel])
+            best = int(np.argmax(by_name))
+            ns = int(by_name[best])
             if ns > 0:
-                parts.append(f"{name} {ns / NS_PER_MS:.3g} ms")
+                parts.append(f"{unique[best]} {ns / NS_PER_MS:.3g} ms")
     return "; ".join(parts)
 
 

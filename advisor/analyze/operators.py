@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.analyze.common import NS_PER_MS, in_steps, site, step_ms
+from advisor.analyze.common import NS_PER_MS, site, step_ms
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
@@ -52,8 +52,10 @@ def _dominant(frame: pd.DataFrame, key: list[str], weight: str = "self_ns") -> p
 @analyzer("operators", needs=("cpu_op",), provides=PROVIDES)
 def operators(view: TraceView) -> dict[str, Any]:
     """Operators by self time, each with the call site and module that account for most of it."""
-    host = in_steps(view.host)
-    ops = host[host["cat"] == "cpu_op"]
+    host = view.host
+    # only the columns used: a filter copies every column it carries
+    ops = host.loc[((host["cat"] == "cpu_op") & (host["step"] >= 0)).to_numpy(),
+                   ["name", "self_ns", "dur", "op_top", "src_file", "src_line", "src_func", "module", "phase"]]
     if len(ops) == 0:
         return {}
     steps = max(view.step_count, 1)

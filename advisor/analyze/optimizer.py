@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from advisor.analyze import names as by_name
 from advisor.analyze.common import call_site_of, in_steps, site
 from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import analyzer
@@ -29,7 +30,7 @@ def optimizer(view: TraceView) -> dict[str, Any]:
     """Describe optimizer.step(): class, op count, foreach/fused, call site."""
     host = in_steps(view.host)
     names = host["name"]
-    steps = host[names.str.match(_STEP.pattern)]
+    steps = host[by_name.where(names, _STEP.match)]
     if len(steps) == 0:
         return {}
     out: dict[str, Any] = {"optimizer.name": _STEP.match(steps["name"].mode().iloc[0])["cls"]}

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from advisor.analyze import intervals
+from advisor.analyze import intervals, names as by_name
 from advisor.naming import PHASE_NAMES
 
 if TYPE_CHECKING:
     from advisor.analyze.view import TraceView
 
-__all__ = ["PHASE_ORDER", "phase_intervals", "phase_sources", "split_step"]
+__all__ = ["PHASE_ORDER", "found_phases", "phase_intervals", "phase_sources", "split_step"]
 
 PHASE_ORDER = ("dataloader", "optimizer", "backward", "forward")
 _EMPTY = (np.empty(0, "int64"), np.empty(0, "int64"))
@@ -44,27 +44,31 @@ def _merged(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return intervals.union(frame["ts"].to_numpy(), frame["end"].to_numpy())
 
 
-def _found(view: TraceView) -> dict[str, tuple[str, pd.DataFrame]]:
+def found_phases(view: TraceView) -> dict[str, tuple[str, pd.DataFrame]]:
     """phase -> (how it was found, the events that mark it)."""
     e = view.events
-    names = e["name"].astype(str)
-    ua = (e["cat"] == "user_annotation")
+    names = e["name"]
+    cats = e["cat"].to_numpy()
+    ua = cats == "user_annotation"
     out: dict[str, tuple[str, pd.DataFrame]] = {}
+    labels = by_name.mapped(names, {label: phase for phase, label in PHASE_NAMES.items()}.get)
     for phase, label in PHASE_NAMES.items():
-        marked = e[ua & (names == label)]
+        marked = e[ua & (labels == phase)]
         if len(marked):
             out[phase] = ("advisor labels", marked)
+    fallback = by_name.mapped(names, _fallback_phase)
     fallbacks = {
-        "dataloader": e[ua & names.str.startswith("enumerate(DataLoader)#")],
-        "optimizer": e[ua & (names.str.startswith("Optimizer.step#") | names.str.startswith("Optimizer.zero_grad#"))],
-        "backward": e[(e["cat"] == "cpu_op") & names.str.startswith("autograd::engine::evaluate_function")],
+        "dataloader": e[ua & (fallback == "dataloader")],
+        "optimizer": e[ua & (fallback == "optimizer")],
+        "backward": e[(cats == "cpu_op") & (fallback == "backward")],
     }
     for phase, frame in fallbacks.items():
         if phase not in out and len(frame):
             out[phase] = ("torch annotations", frame)
     if "forward" not in out:
-        marked = e[ua & names.map(lambda n: bool(_FORWARD_ANNOTATION.search(n)) and not n.startswith("advisor::"))]
-        modules = e[(e["cat"] == "python_function") & names.str.startswith("nn.Module: ") & (e["tid"] == view.main_tid)]
+        marked = e[ua & by_name.where(names, _is_forward_annotation)]
+        modules = e[(cats == "python_function") & by_name.where(names, _is_module_frame)
+                    & (e["tid"] == view.main_tid).to_numpy()]
         if len(marked):
             out["forward"] = ("forward annotations", marked)
         elif len(modules):
@@ -72,8 +76,27 @@ def _found(view: TraceView) -> dict[str, tuple[str, pd.DataFrame]]:
     return out
 
 
+def _fallback_phase(name: str) -> str | None:
+    """The phase a torch annotation or op name marks, in traces without the collector's labels."""
+    if name.startswith("enumerate(DataLoader)#"):
+        return "dataloader"
+    if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
+        return "optimizer"
+    if name.startswith("autograd::engine::evaluate_function"):
+        return "backward"
+    return None
+
+
+def _is_forward_annotation(name: str) -> bool:
+    return bool(_FORWARD_ANNOTATION.search(name)) and not name.startswith("advisor::")
+
+
+def _is_module_frame(name: str) -> bool:
+    return name.startswith("nn.Module: ")
+
+
 def phase_intervals(view: TraceView) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    found = _found(view)
+    found = view.phase_evidence
     result = {phase: _merged(frame) for phase, (_, frame) in found.items()}
     if "forward" not in result:
         inferred = _infer_forward(view, result)
@@ -83,7 +106,7 @@ def phase_intervals(view: TraceView) -> dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 def phase_sources(view: TraceView) -> dict[str, str]:
-    found = _found(view)
+    found = view.phase_evidence
     out = {phase: how for phase, (how, _) in found.items()}
     if "forward" not in out and "forward" in view.phase_intervals:
         out["forward"] = "inferred from autograd-recorded ops"
@@ -105,17 +128,23 @@ def _infer_forward(view: TraceView, known: dict[str, tuple[np.ndarray, np.ndarra
         k = np.searchsorted(other_s, ts, side="right") - 1
         inside = (k >= 0) & (ts < other_e[np.maximum(k, 0)])
         ts, end = ts[~inside], end[~inside]
-    back_s = known.get("backward", _EMPTY)[0]
-    starts, ends = [], []
-    for _, step in view.steps.iterrows():
-        lo, hi = int(step["start"]), int(step["end"])
-        later = back_s[(back_s >= lo) & (back_s < hi)]
-        stop = int(later.min()) if len(later) else hi
-        sel = (ts >= lo) & (end <= stop)
-        if sel.any():
-            starts.append(int(ts[sel].min()))
-            ends.append(int(end[sel].max()))
-    return np.array(starts, "int64"), np.array(ends, "int64")
+    back_s = np.sort(known.get("backward", _EMPTY)[0])
+    lo, hi = view.steps["start"].to_numpy("int64"), view.steps["end"].to_numpy("int64")
+    # Each step's forward ends where its first backward starts (or at the step's end).
+    k = np.searchsorted(back_s, lo, side="left")
+    first_back = back_s[np.minimum(k, max(len(back_s) - 1, 0))] if len(back_s) else hi
+    stop = np.where((k < len(back_s)) & (first_back < hi), first_back, hi)
+    first = np.full(len(lo), np.iinfo("int64").max, "int64")
+    last = np.full(len(lo), np.iinfo("int64").min, "int64")
+    # An op lies in [start, stop] of the last step starting at or before it; an op of zero
+    # length on the boundary also in the step before.
+    j = np.searchsorted(lo, ts, side="right") - 1
+    for step in (j, j - 1):
+        ok = (step >= 0) & (end <= stop[np.maximum(step, 0)])
+        np.minimum.at(first, step[ok], ts[ok])
+        np.maximum.at(last, step[ok], end[ok])
+    seen = last >= first
+    return first[seen], last[seen]
 
 
 def split_step(view: TraceView, lo: int, hi: int) -> dict[str, int]:

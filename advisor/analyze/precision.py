@@ -15,8 +15,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from advisor.analyze import names
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.kernel_names import is_matmul_or_conv, kernel_precision, uses_tensor_cores
@@ -75,16 +77,17 @@ def _device(view: TraceView) -> tuple[str, bool, bool]:
 
 def _classified(view: TraceView) -> pd.DataFrame:
     ks = kernels_in_window(view.gpu)
-    mm = ks[[is_matmul_or_conv(n) for n in ks["name"]]]
+    mm = ks[names.where(ks["name"], is_matmul_or_conv)]
     if len(mm) == 0:
         return mm
     by_name = pd.DataFrame({"name": mm["name"].unique()})
     by_name["tc"] = [uses_tensor_cores(n) for n in by_name["name"]]
     by_name["named"] = [kernel_precision(n) for n in by_name["name"]]
     mm = mm.merge(by_name, on="name", how="left")
-    mm["input"] = [_input_dtype(t) for t in mm["input_types"]]
+    mm["input"] = names.mapped(mm["input_types"], _input_dtype)
     # The kernel name is more specific than the input dtype for TF32 (fp32 inputs, tensor cores).
-    mm["dtype"] = [("tf32" if n == "tf32" else i) if i else n for i, n in zip(mm["input"], mm["named"])]
+    given, named = mm["input"].to_numpy(dtype=object), mm["named"].to_numpy(dtype=object)
+    mm["dtype"] = np.where(given != "", np.where(named == "tf32", "tf32", given), named).astype(object)
     return mm
 
 

@@ -71,10 +71,17 @@ def all_specs() -> dict[str, FactSpec]:
     return out
 
 
-def run_analyzers(view: Any, stage: str = "framework", evidence: str = "") -> Findings:
-    """Run every analyzer of ``stage`` over ``view``; skip, with the reason, those whose tables are missing."""
+def run_analyzers(view: Any, stage: str = "framework", evidence: str = "",
+                  on_progress: Callable[[int, int], None] | None = None) -> Findings:
+    """Run every analyzer of ``stage`` over ``view``; skip, with the reason, those whose tables are missing.
+
+    ``on_progress(done, total)`` is told, before each analyzer, how many have run.
+    """
     findings = Findings()
-    for a in registered(stage):
+    analyzers = registered(stage)
+    for done, a in enumerate(analyzers):
+        if on_progress is not None:
+            on_progress(done, len(analyzers))
         missing = [t for t in a.needs if not view.has(t)]
         if missing:
             findings.skipped[a.name] = f"needs {', '.join(missing)}, which this trace does not have"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from advisor.analyze import names as by_name
 from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
@@ -23,11 +24,12 @@ PROVIDES = (
 @analyzer("trace_info", provides=PROVIDES)
 def trace_info(view: TraceView) -> dict[str, Any]:
     """Devices, ranks and which kinds of evidence the trace carries."""
-    cats = set(view.events["cat"].astype(str).unique())
+    cats = {str(c) for c in view.events["cat"].unique()}
     devices = view.trace.devices
     names = " ".join(str(d.get("name", "")) for d in devices)
-    runtime = view.events[view.events["cat"] == "cuda_runtime"]["name"].astype(str)
-    amd = "AMD" in names or "Radeon" in names or "Instinct" in names or bool(runtime.str.startswith("hip").any())
+    runtime = view.events.loc[view.events["cat"] == "cuda_runtime", "name"]
+    amd = "AMD" in names or "Radeon" in names or "Instinct" in names or bool(
+        by_name.where(runtime, lambda n: n.startswith("hip")).any())
     has_gpu = view.trace.has_gpu
     return {
         "trace.has_gpu": has_gpu,

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.analyze import intervals
+from advisor.analyze import intervals, names as by_name
 from advisor.analyze.source import is_user_frame, parse_module_name, parse_python_frame, parse_source_label
 from advisor.load.kineto import KinetoTrace
 from advisor.naming import SOURCE_PREFIX, STEP_PREFIX
@@ -38,6 +38,26 @@ from advisor.naming import SOURCE_PREFIX, STEP_PREFIX
 __all__ = ["HOST_CATS", "TraceView"]
 
 HOST_CATS = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver")
+
+
+def _is_step(name: str) -> bool:
+    return name.startswith(STEP_PREFIX)
+
+
+def _is_backward_function(name: str) -> bool:
+    return name.startswith("autograd::engine::evaluate_function")
+
+
+def _source_label(name: str) -> tuple[str, int, str] | None:
+    return parse_source_label(name) if name.startswith(SOURCE_PREFIX) else None
+
+
+def _user_frame(name: str) -> tuple[str, int, str] | None:
+    """A Python frame in the user's code (not a library's), from a python_function name."""
+    if name.startswith(SOURCE_PREFIX):
+        return None
+    frame = parse_python_frame(name)
+    return frame if frame and is_user_frame(frame[0]) else None
 
 
 class TraceView:
@@ -88,8 +108,7 @@ class TraceView:
 
     def _step_events(self) -> pd.DataFrame:
         e = self.events
-        names = e["name"].astype(str)
-        return e[(e["cat"] == "user_annotation") & names.str.startswith(STEP_PREFIX)]
+        return e[(e["cat"] == "user_annotation").to_numpy() & by_name.where(e["name"], _is_step)]
 
     @cached_property
     def profiler_steps_present(self) -> bool:
@@ -137,6 +156,8 @@ class TraceView:
     def host(self) -> pd.DataFrame:
         e = self.events
         host = e[e["cat"].isin(HOST_CATS)].copy()
+        # Name tests run once per distinct name, on the codes the loader's Categorical already has.
+        self._host_name_codes = by_name.codes_and_uniques(host["name"])
         host["cat"] = host["cat"].astype(str)
         host["name"] = host["name"].astype(str)
         n = len(host)
@@ -167,36 +188,43 @@ class TraceView:
         self._attach_phases(host)
         return host.reset_index(drop=True)
 
+    def host_names(self, func: Any, dtype: Any = object) -> np.ndarray:
+        """``func(name)`` for every row of :attr:`host`, computed once per distinct name."""
+        codes, uniques = self._host_codes()
+        values = np.empty(len(uniques) + 1, dtype=dtype)
+        for i, u in enumerate(uniques):
+            values[i] = func(u)
+        values[len(uniques)] = func("")
+        return values[np.where(codes >= 0, codes, len(uniques))]
+
+    def _host_codes(self) -> tuple[np.ndarray, list[Any]]:
+        if not hasattr(self, "_host_name_codes"):
+            self._host_name_codes = by_name.codes_and_uniques(self.host["name"])
+        return self._host_name_codes
+
     def _attach_sources(self, host: pd.DataFrame) -> None:
-        names = host["name"].to_numpy(dtype=object)
         cats = host["cat"].to_numpy(dtype=object)
         parent = host["parent"].to_numpy()
         depth = host["depth"].to_numpy()
-        n = len(names)
+        n = len(host)
+        # Parse each distinct name once; events then take their ancestor's values by index.
+        labels = self.host_names(_source_label)
+        frames = self.host_names(_user_frame)
+        modules = self.host_names(parse_module_name)
+        is_src = labels != None  # noqa: E711 - elementwise
+        is_user_py = (frames != None) & (cats == "python_function")  # noqa: E711
+        is_module = modules != None  # noqa: E711
         files = np.full(n, "", dtype=object)
         lines = np.full(n, -1, "int64")
         funcs = np.full(n, "", dtype=object)
-        module = np.full(n, "", dtype=object)
+        for rows, parsed in ((np.flatnonzero(is_src), labels), (np.flatnonzero(is_user_py), frames)):
+            if len(rows):
+                triples = parsed[rows].tolist()
+                files[rows] = [t[0] for t in triples]
+                lines[rows] = [t[1] for t in triples]
+                funcs[rows] = [t[2] for t in triples]
+        module = np.where(is_module, modules, "").astype(object)
         exact = np.zeros(n, bool)
-        # Parse each candidate name once; events then take their ancestor's values by index.
-        is_src = np.zeros(n, bool)
-        is_user_py = np.zeros(n, bool)
-        is_module = np.zeros(n, bool)
-        for i, name in enumerate(names):
-            if name.startswith(SOURCE_PREFIX):
-                where = parse_source_label(name)
-                if where:
-                    is_src[i] = True
-                    files[i], lines[i], funcs[i] = where
-            elif cats[i] == "python_function":
-                frame = parse_python_frame(name)
-                if frame and is_user_frame(frame[0]):
-                    is_user_py[i] = True
-                    files[i], lines[i], funcs[i] = frame
-            path = parse_module_name(name)
-            if path is not None:
-                is_module[i] = True
-                module[i] = path
         src_idx = intervals.enclosing(parent, depth, is_src)
         src_idx[is_src] = np.flatnonzero(is_src)
         py_idx = intervals.enclosing(parent, depth, is_user_py)
@@ -218,8 +246,7 @@ class TraceView:
         host["src_via"] = via
         host["module"] = module
 
-    @staticmethod
-    def _backward_to_forward(host: pd.DataFrame, parent: np.ndarray, depth: np.ndarray, files: np.ndarray,
+    def _backward_to_forward(self, host: pd.DataFrame, parent: np.ndarray, depth: np.ndarray, files: np.ndarray,
                              lines: np.ndarray, funcs: np.ndarray, exact: np.ndarray, via: np.ndarray) -> None:
         """Give backward ops the source line of the forward op they differentiate.
 
@@ -228,10 +255,9 @@ class TraceView:
         is that op's backward, so it is charged to the forward op's line rather
         than to the ``loss.backward()`` call.
         """
-        names = host["name"]
         seq = host["seq"].to_numpy()
         is_op = (host["cat"] == "cpu_op").to_numpy()
-        is_bwd = (names.str.startswith("autograd::engine::evaluate_function")).to_numpy() & (seq >= 0)
+        is_bwd = self.host_names(_is_backward_function, bool) & (seq >= 0)
         if not is_bwd.any():
             return
         under_bwd = intervals.enclosing(parent, depth, is_bwd)
@@ -264,6 +290,13 @@ class TraceView:
                 inside = (k >= 0) & (ts < e[np.maximum(k, 0)])
                 phase[inside] = name
         host["phase"] = phase
+
+    @cached_property
+    def phase_evidence(self) -> dict[str, tuple[str, pd.DataFrame]]:
+        """phase -> (how it was found, the events that mark it); see :mod:`.phases`."""
+        from advisor.analyze.phases import found_phases
+
+        return found_phases(self)
 
     @cached_property
     def phase_intervals(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:

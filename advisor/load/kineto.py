@@ -48,15 +48,23 @@ One :class:`KinetoTrace` per file. Its tables:
 
 Which ``args`` become columns is declared once, in :data:`ARGS`. The loader
 knows file formats, not performance.
+
+How a trace is read: in pieces, never whole (:mod:`.json_stream` cuts the
+``traceEvents`` array at event boundaries while it decompresses), each piece
+decoded by msgspec into only the fields above and turned into column chunks
+(:mod:`.kineto_pieces`); the chunks are joined and sorted at the end. Memory
+holds the tables plus one piece, whatever the file's size.
+tests/load/kineto_reference.py is the plain form of the same rules (the
+whole document through ``orjson.loads``, a loop per column); the tables must
+equal its tables on every fixture trace.
 """
 
 from __future__ import annotations
 
+import gc
 import gzip
-import math
-import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +74,7 @@ import orjson
 import pandas as pd
 
 from advisor.errors import TraceError
+from advisor.load.json_stream import read_array
 
 __all__ = ["ARGS", "CATEGORY_ALIASES", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
 
@@ -134,7 +143,6 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotat
 _NO_STREAM = (4294967295, 0xFFFFFFFFFFFFFFFF)
 
 OWN_LABEL_PREFIX = "advisor::"
-_INT_IN_TEXT = re.compile(r"(0x[0-9a-fA-F]+|-?\d+)")
 
 
 @dataclass
@@ -165,7 +173,10 @@ class KinetoTrace:
 
 
 def read_json_document(path: Path) -> Any:
-    """Read a (possibly gzipped) JSON file, with one clear error for each way it can be broken."""
+    """Read a whole (possibly gzipped) JSON file, with one clear error for each way it can be broken.
+
+    For small JSON files only: a trace goes through :func:`load_kineto`, which streams.
+    """
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -194,26 +205,46 @@ def is_kineto_trace(path: Path) -> bool:
     return name.endswith((".json", ".json.gz"))
 
 
-def load_kineto(path: str | Path) -> KinetoTrace:
-    """Load one Kineto trace (``.json`` or ``.json.gz``)."""
+def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | None = None) -> KinetoTrace:
+    """Load one Kineto trace (``.json`` or ``.json.gz``); ``on_progress(done, total)`` follows the file bytes read."""
+    from advisor.load.kineto_pieces import Columns
+
     path = Path(path)
-    doc = read_json_document(path)
+    columns = Columns(ARGS)
+    # Loading makes millions of short-lived objects and no reference cycles; the
+    # cyclic GC would walk every live object again and again for nothing.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        meta, pieces, whole = read_array(path, "traceEvents", columns.add_piece, on_progress=on_progress)
+        if pieces is None:
+            meta = _whole_document(path, whole, columns)
+        else:
+            for _ in pieces:
+                pass  # each piece lands in ``columns``; the keys after the array land in ``meta`` at the end
+        _add_rank(meta)
+        base_us = columns.base_us
+        return KinetoTrace(
+            path=path,
+            events=_events_table(columns, base_us),
+            memory=_memory_table(columns, base_us),
+            flows=_flow_table(columns, base_us),
+            meta=meta,
+        )
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _whole_document(path: Path, doc: Any, columns: Any) -> dict[str, Any]:
+    """A document whose array could not be streamed: say what is wrong with it, or take it whole."""
     if not isinstance(doc, dict):
         raise TraceError(path, "is JSON but not a Kineto trace: the top level is not an object")
     raw_events = doc.get("traceEvents")
     if not isinstance(raw_events, list):
         raise TraceError(path, "is JSON but not a Kineto trace: it has no `traceEvents` list")
-    meta = {k: v for k, v in doc.items() if k != "traceEvents"}
-    _add_rank(meta)
-    complete, instants, flows = _split(raw_events)
-    base_us = _base_us(complete, instants, flows)
-    return KinetoTrace(
-        path=path,
-        events=_events_table(complete, base_us),
-        memory=_memory_table(instants, base_us),
-        flows=_flow_table(flows, base_us),
-        meta=meta,
-    )
+    columns.add_objects(raw_events)
+    return {k: v for k, v in doc.items() if k != "traceEvents"}
 
 
 def _add_rank(meta: dict[str, Any]) -> None:
@@ -224,122 +255,90 @@ def _add_rank(meta: dict[str, Any]) -> None:
                 meta.setdefault(key, info[key])
 
 
-def _split(raw_events: list[Any]) -> tuple[list[dict], list[dict], list[dict]]:
-    complete: list[dict] = []
-    instants: list[dict] = []
-    flows: list[dict] = []
-    for ev in raw_events:
-        if not isinstance(ev, dict):
-            continue
-        ph = ev.get("ph")
-        if ph == "X":
-            if "ts" in ev:
-                complete.append(ev)
-        elif ph == "i" or ph == "I":
-            if ev.get("name") == "[memory]":
-                instants.append(ev)
-        elif ph in ("s", "f") and "id" in ev:
-            flows.append(ev)
-    return complete, instants, flows
+def _joined(chunks: dict[str, list[Any]], column: str, dtype: str) -> np.ndarray:
+    parts = chunks.get(column)
+    if not parts:
+        return np.empty(0, dtype)
+    if dtype == "object" and not isinstance(parts[0], np.ndarray):
+        parts[:] = [np.array(part, dtype=object) for part in parts]
+    joined = np.concatenate(parts) if len(parts) > 1 else np.asarray(parts[0])
+    parts.clear()  # free each chunk as soon as its column is joined
+    return joined.astype(dtype, copy=False)
 
 
-def _base_us(*groups: list[dict]) -> int:
-    """An integer microsecond origin, so that ns conversion keeps float precision."""
-    starts = [ev["ts"] for group in groups for ev in group[:1000] if _is_num(ev.get("ts"))]
-    return int(math.floor(min(starts))) if starts else 0
-
-
-def _is_num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _to_ns(values: list[Any], base_us: int) -> np.ndarray:
-    arr = pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce").to_numpy(dtype="float64")
-    arr = np.nan_to_num(arr, nan=float(base_us))
+def _to_ns(values: np.ndarray, base_us: int) -> np.ndarray:
+    """µs floats -> int64 ns; missing (NaN) values become the origin."""
+    arr = np.nan_to_num(values, nan=float(base_us))
     return np.round((arr - base_us) * 1000.0).astype("int64") + base_us * 1000
 
 
-def _int(value: Any) -> int:
-    if _is_num(value):
-        return int(value) if math.isfinite(value) else -1
-    if isinstance(value, str):
-        m = _INT_IN_TEXT.search(value)
-        if m:
-            text = m.group(1)
-            return int(text, 16) if text.startswith("0x") else int(text)
-    return -1
+def _categorical(codes: np.ndarray, labels: list[str], *, used_only: bool = False) -> pd.Categorical:
+    """Codes into ``labels`` as a Categorical with sorted, distinct categories, as ``pd.Categorical(values)`` has.
+
+    ``used_only``: only the labels that rows use (``remove_unused_categories``).
+    """
+    present = np.unique(codes) if used_only else range(len(labels))
+    categories = sorted({labels[i] for i in present})
+    where = {label: i for i, label in enumerate(categories)}
+    remap = np.array([where.get(label, -1) for label in labels], dtype="int32")
+    return pd.Categorical.from_codes(remap[codes] if len(codes) else np.empty(0, "int32"),
+                                     categories=pd.Index(categories, dtype="str" if categories else object))
 
 
-def _arg_value(args: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        if key in args:
-            return args[key]
-    return None
-
-
-def _events_table(complete: list[dict], base_us: int) -> pd.DataFrame:
-    names = [str(ev.get("name", "")) for ev in complete]
-    cats = [CATEGORY_ALIASES.get(ev.get("cat") or "", ev.get("cat") or "") for ev in complete]
+def _events_table(columns: Any, base_us: int) -> pd.DataFrame:
+    chunks = columns.chunks["events"]
+    names = list(columns.names)
+    name_codes = _joined(chunks, "name", "int32")
+    raw_cats = [CATEGORY_ALIASES.get(c, c) for c in columns.cats]
+    cat_labels = raw_cats + ["user_annotation"]
+    cat_codes = _joined(chunks, "cat", "int32")
     # The collector's labels are annotations even when recorded with the fast
     # record function, which Kineto files as cpu_op.
-    cats = ["user_annotation" if c == "cpu_op" and n.startswith(OWN_LABEL_PREFIX) else c for c, n in zip(cats, names)]
-    columns: dict[str, Any] = {
-        "cat": pd.Categorical(cats),
-        "name": pd.Categorical(names),
-        "ts": _to_ns([ev["ts"] for ev in complete], base_us),
-        "dur": np.maximum(_to_ns([ev.get("dur", 0) for ev in complete], 0), 0),
-        "pid": np.array([_int(ev.get("pid")) for ev in complete], dtype="int64"),
-        "tid": np.array([_int(ev.get("tid")) for ev in complete], dtype="int64"),
+    own = np.array([n.startswith(OWN_LABEL_PREFIX) for n in names], dtype=bool)
+    if own.any() and "cpu_op" in raw_cats:
+        is_cpu_op = np.array([c == "cpu_op" for c in raw_cats], dtype=bool)
+        cat_codes = np.where(is_cpu_op[cat_codes] & own[name_codes], len(raw_cats), cat_codes)
+    is_trace = np.array([c == "trace" for c in cat_labels], dtype=bool)
+    keep = ~is_trace[cat_codes] if len(cat_codes) else np.zeros(0, bool)
+    ts = _to_ns(_joined(chunks, "ts", "float64"), base_us)
+    dur = np.maximum(_to_ns(_joined(chunks, "dur", "float64"), 0), 0)
+    end = ts + dur
+    order = np.flatnonzero(keep)
+    order = order[np.lexsort((-end[order], ts[order]))]
+    data: dict[str, Any] = {
+        "cat": _categorical(cat_codes[order], cat_labels, used_only=True),
+        "name": _categorical(name_codes[order], names),
+        "ts": ts[order],
+        "dur": dur[order],
+        "pid": _joined(chunks, "pid", "int64")[order],
+        "tid": _joined(chunks, "tid", "int64")[order],
     }
-    arg_dicts = [ev.get("args") if isinstance(ev.get("args"), dict) else {} for ev in complete]
-    for column, (keys, kind) in ARGS.items():
-        raw = [_arg_value(a, keys) for a in arg_dicts]
-        if kind == "int":
-            columns[column] = np.array([-1 if v is None else _int(v) for v in raw], dtype="int64")
-        elif kind == "float":
-            columns[column] = np.array([float(v) if _is_num(v) else np.nan for v in raw], dtype="float64")
-        else:
-            columns[column] = [_text(v) for v in raw]
-    frame = pd.DataFrame(columns)
-    frame.loc[frame["stream"].isin(_NO_STREAM), "stream"] = -1
-    frame["end"] = frame["ts"] + frame["dur"]
-    frame = frame[frame["cat"] != "trace"]
-    frame = frame.sort_values(["ts", "end"], ascending=[True, False], kind="stable").reset_index(drop=True)
-    frame["cat"] = frame["cat"].cat.remove_unused_categories()
-    return frame
+    for column, (_, kind) in ARGS.items():
+        dtype = {"int": "int64", "float": "float64", "str": "object"}[kind]
+        data[column] = _joined(chunks, column, dtype)[order]
+        if kind == "str" and not len(order):
+            data[column] = pd.array([], dtype="str")
+    data["stream"][data["stream"] == _NO_STREAM[0]] = -1
+    data["end"] = end[order]
+    return pd.DataFrame(data, copy=False)  # the arrays are ours: no second copy of every column
 
 
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(value).decode()
+def _memory_table(columns: Any, base_us: int) -> pd.DataFrame:
+    from advisor.load.kineto_pieces import MEMORY_ARGS
+
+    chunks = columns.chunks["memory"]
+    frame = pd.DataFrame({"ts": _to_ns(_joined(chunks, "ts", "float64"), base_us),
+                          **{c: _joined(chunks, c, "int64") for c in MEMORY_ARGS}})
+    return frame.sort_values("ts", kind="stable").reset_index(drop=True)
 
 
-def _memory_table(instants: list[dict], base_us: int) -> pd.DataFrame:
-    args = [ev.get("args") if isinstance(ev.get("args"), dict) else {} for ev in instants]
-    return pd.DataFrame(
-        {
-            "ts": _to_ns([ev.get("ts") for ev in instants], base_us),
-            "bytes": np.array([_int(a.get("Bytes")) for a in args], dtype="int64"),
-            "total_allocated": np.array([_int(a.get("Total Allocated")) for a in args], dtype="int64"),
-            "total_reserved": np.array([_int(a.get("Total Reserved")) for a in args], dtype="int64"),
-            "device_type": np.array([_int(a.get("Device Type")) for a in args], dtype="int64"),
-            "device_id": np.array([_int(a.get("Device Id")) for a in args], dtype="int64"),
-            "addr": np.array([_int(a.get("Addr")) for a in args], dtype="int64"),
-        }
-    ).sort_values("ts", kind="stable").reset_index(drop=True)
-
-
-def _flow_table(flows: list[dict], base_us: int) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "cat": pd.Categorical([str(ev.get("cat", "")) for ev in flows]),
-            "ph": pd.Categorical([ev["ph"] for ev in flows]),
-            "id": np.array([_int(ev.get("id")) for ev in flows], dtype="int64"),
-            "ts": _to_ns([ev.get("ts") for ev in flows], base_us),
-            "pid": np.array([_int(ev.get("pid")) for ev in flows], dtype="int64"),
-            "tid": np.array([_int(ev.get("tid")) for ev in flows], dtype="int64"),
-        }
-    )
+def _flow_table(columns: Any, base_us: int) -> pd.DataFrame:
+    chunks = columns.chunks["flows"]
+    return pd.DataFrame({
+        "cat": _categorical(_joined(chunks, "cat", "int32"), list(columns.flow_cats)),
+        "ph": pd.Categorical(_joined(chunks, "ph", "object")),
+        "id": _joined(chunks, "id", "int64"),
+        "ts": _to_ns(_joined(chunks, "ts", "float64"), base_us),
+        "pid": _joined(chunks, "pid", "int64"),
+        "tid": _joined(chunks, "tid", "int64"),
+    })

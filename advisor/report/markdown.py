@@ -147,10 +147,12 @@ def md_table(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int =
 
     ``columns`` are ``(header, key, kind)``; kind is one of text, code, ms, signed_ms, pct,
     signed_pct, num, size, or value (a fact's value; the row's ``unit`` picks the format).
-    When shortening cells is not enough and ``drop`` is set, the last columns are left out
+    A kind ending in ``!`` is never shortened. Columns empty in every row are left out. When shortening cells is not enough and ``drop`` is set, the last columns are left out
     and named under the table.
     """
-    columns = list(columns)
+    rows = list(rows)[:limit]
+    # A column with no value in any row says nothing and takes room from the others.
+    columns = [c for c in columns if any(_row_value(r, c[1]) not in (None, "") for r in rows)] or list(columns)[:1]
     dropped: list[str] = []
     while True:
         table = _fit(rows, columns, limit, width)
@@ -165,6 +167,9 @@ def md_table(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int =
 def _fit(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int, width: int) -> str:
     """One padded table, its text columns shortened until it fits ``width`` (or cannot shrink more)."""
     rows = list(rows)[:limit]
+    # A kind ending in "!" (say "code!") is never shortened: the other columns give way.
+    keep = [str(c[2]).endswith("!") for c in columns]
+    columns = [(c[0], c[1], str(c[2]).rstrip("!")) for c in columns]
     kinds = [c[2] for c in columns]
     raw = [[(fact_value(_row_value(r, c[1]), _row_value(r, "unit") or "") if c[2] == "value"
              else _KINDS[c[2]][0](_row_value(r, c[1]))) for c in columns] for r in rows]
@@ -176,7 +181,8 @@ def _fit(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int, widt
         widths = [max(d, len(h), 3) for d, h in zip(data, headers)]
         if sum(widths) + 3 * len(widths) + 1 <= width:
             break
-        shrinkable = [i for i, k in enumerate(kinds) if _KINDS[k][1] and data[i] > max(MIN_COLUMN, len(headers[i]))]
+        shrinkable = [i for i, k in enumerate(kinds)
+                      if _KINDS[k][1] and not keep[i] and data[i] > max(MIN_COLUMN, len(headers[i]))]
         if not shrinkable:
             break
         widest = max(shrinkable, key=lambda i: data[i])

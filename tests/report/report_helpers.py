@@ -40,7 +40,8 @@ fix_code: |
 escalate: ncu
 evidence: kernels.top
 knowledge: [tiny-op-storm]
-references: ["javascript:alert(4)", "https://docs.nvidia.com/nsight-compute/"]
+# a javascript: reference is refused when the rule loads (tests/engine), so the report never sees one
+references: ["https://docs.nvidia.com/nsight-compute/"]
 """
 
 
