@@ -11,20 +11,26 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from advisor.analyze.findings import Findings
 from advisor.collect.config import CollectorConfig
 from advisor.collect.framework import FrameworkResult, check_script, run_framework
-from advisor.analyze.findings import Findings
 from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import SEVERITIES
-from advisor.pipeline import Diagnosed, analyze_traces, diagnose_findings, find_kineto_traces, load_traces, render_run, save
-from advisor.pipeline import analyze_kernel_reports, compare_kernel_reports, is_kernel_file, load_kernel_reports
+from advisor.errors import UsageError
+from advisor.pipeline import Diagnosed, analyze_traces, find_kineto_traces, load_traces, render_run, save
+from advisor.pipeline import compare_kernel_reports, load_kernel_reports
 from advisor.pipeline import rediagnose
 from advisor.rundir import RunDir
+from advisor.workflow.graph import load_workflow
+from advisor.workflow.session import check_inputs, merge_into_run, split_inputs, walk_files
+from advisor.workflow.session import escalate as escalate_run
+from advisor.workflow.walk import TrailEntry
 
-__all__ = ["RunSummary", "analyze_files", "diagnose_script", "rerender"]
+__all__ = ["RunSummary", "analyze_files", "diagnose_script", "merge_files", "rerender"]
 
 
 @dataclass
@@ -68,9 +74,11 @@ def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
 
 def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, *, out: Path | None = None,
                     timeout_s: float | None = None, rule_dirs: list[Path] | None = None,
-                    nproc_per_node: int = 1, argv: list[str] | None = None) -> RunSummary:
+                    nproc_per_node: int = 1, argv: list[str] | None = None, workflow: Path | None = None,
+                    escalate: bool = True, progress: Callable[[str], None] | None = None) -> RunSummary:
     script = check_script(script)
     book = RuleBook.load(rule_dirs or [])  # rule errors surface before the script runs
+    graph = load_workflow(workflow)  # and so do workflow errors
     run = RunDir.create(script.stem, out)
     cfg.script = str(script)
     cfg.args = list(script_args)
@@ -95,40 +103,62 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
     meta = {"step_method": result.step_method}
     traces = load_traces(result.traces)
     findings = analyze_traces(traces, meta)
-    diagnosed = diagnose_findings(findings, book, _stopped_note(result, cfg))
+    framework = TrailEntry("framework", "ran", f"every run starts here; the script {result.outcome}",
+                           run.read_metadata().get("reproduce") or None,
+                           [run.relative(p) for p in sorted(run.stage("framework").iterdir())])
+    hold = None if escalate else "--no-escalate was given"
+    if result.outcome not in ("captured", "completed", "exited"):
+        hold = f"the script {result.outcome} in the framework stage, so it is not run again"
+    diagnosed = escalate_run(run, book, findings, graph, framework=framework, config=cfg,
+                             run_meta=run.read_metadata(), stopped_early=_stopped_note(result, cfg), hold=hold,
+                             timeout_s=timeout_s, progress=progress)
     save(run, diagnosed)
     reports = render_run(run)
     return RunSummary(run, diagnosed, reports, result, script_exit_code=result.exit_code)
 
 
 def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list[Path] | None = None,
-                  argv: list[str] | None = None) -> RunSummary:
-    """Kineto traces and/or Nsight Compute files (``.ncu-rep``, ncu CSV), each read by its own loader."""
+                  argv: list[str] | None = None, workflow: Path | None = None) -> RunSummary:
+    """Traces and reports recorded elsewhere, each read by its stage's loader: Kineto traces (framework),
+    Nsight Systems reports (system), Nsight Compute results (kernel; two are also compared). With a run
+    directory first, the other files are merged into it."""
+    if paths and RunDir.looks_like(paths[0]):
+        return merge_files(paths[0], paths[1:], rule_dirs=rule_dirs, workflow=workflow)
     book = RuleBook.load(rule_dirs or [])
-    kernel_paths = [p for p in paths if is_kernel_file(p)]
-    trace_paths = [t for p in paths if p not in kernel_paths for t in find_kineto_traces(p)]
-    traces = load_traces(trace_paths)  # bad input fails here, before a run directory is made
-    reports = load_kernel_reports(kernel_paths)
-    inputs = trace_paths + kernel_paths
+    graph = load_workflow(workflow)
+    given = split_inputs(paths)
+    check_inputs(given)  # bad input fails here, before a run directory is made
+    trace_paths = [t for p in given.pop("framework", []) for t in find_kineto_traces(p)]
+    traces = load_traces(trace_paths)
+    inputs = trace_paths + [p for stage_paths in given.values() for p in stage_paths]
     run = RunDir.create(inputs[0].name.split(".")[0], out)
     run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in inputs],
                         command=argv or [], started_at=time.strftime("%Y-%m-%d %H:%M:%S"),
                         source_roots=[str(p.resolve().parent) for p in inputs])
-    findings = analyze_traces(traces) if traces else None
-    notes: list[str] = []
-    if reports:
-        kernel = analyze_kernel_reports(reports, (findings.get("kernels.top") or []) if findings else [])
-        findings = kernel if findings is None else _merged(findings, kernel)
-        if len(reports) == 2:
-            notes.append(_comparison_note(run, compare_kernel_reports(reports[0], reports[1], book)))
-    diagnosed = diagnose_findings(findings, book)
+    findings = analyze_traces(traces) if traces else Findings()
+    framework = TrailEntry("framework", "ran", "loaded from " + ", ".join(p.name for p in trace_paths), None,
+                           [str(p.resolve()) for p in trace_paths]) if traces else None
+    diagnosed = walk_files(run, book, findings, graph, given, framework)
+    notes = []
+    if len(given.get("kernel", [])) == 2:  # before and after a fix: compare the two
+        reports = load_kernel_reports(given["kernel"])
+        notes.append(_comparison_note(run, compare_kernel_reports(reports[0], reports[1], book)))
     save(run, diagnosed)
     return RunSummary(run, diagnosed, render_run(run), notes=notes)
 
 
-def _merged(framework: Findings, kernel: Findings) -> Findings:
-    framework.merge(kernel)
-    return framework
+def merge_files(run_dir: Path, files: list[Path], *, rule_dirs: list[Path] | None = None,
+                workflow: Path | None = None) -> RunSummary:
+    """``advisor analyze RUN_DIR extra.sqlite``: load the files into their stages of that run and report again."""
+    if not files:
+        raise UsageError(f"{run_dir}: is a run directory; give the files to add to it after it "
+                         "(advisor analyze RUN_DIR report.nsys-rep), or use `advisor report RUN_DIR`")
+    run = RunDir.open(run_dir)
+    book = RuleBook.load(rule_dirs or [])
+    check_inputs(split_inputs(files))
+    diagnosed = merge_into_run(run, book, files, workflow)
+    save(run, diagnosed)
+    return RunSummary(run, diagnosed, render_run(run))
 
 
 def _comparison_note(run: RunDir, comparison: dict) -> str:

@@ -16,5 +16,10 @@ from advisor.analyze import (  # noqa: F401
     source_lines,
     step_split,
     syncs,
+    system_cuda_api,
+    system_gpu,
+    system_kernels,
+    system_osrt,
+    system_timeline,
     trace_info,
 )

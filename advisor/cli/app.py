@@ -18,7 +18,8 @@ from rich.console import Console
 from advisor import __version__
 from advisor.errors import AdvisorError
 
-__all__ = ["FailOnOption", "OutOption", "RulesOption", "SeverityLevel", "app", "err", "finish", "main"]
+__all__ = ["FailOnOption", "OutOption", "RulesOption", "SeverityLevel", "WorkflowOption", "app", "err", "finish",
+           "main"]
 
 app = typer.Typer(
     name="advisor",
@@ -48,6 +49,11 @@ RulesOption = Annotated[
 OutOption = Annotated[
     Optional[Path],
     typer.Option("--out", help="Run directory to create (default: advisor-runs/<time>-<name>/)."),
+]
+WorkflowOption = Annotated[
+    Optional[Path],
+    typer.Option("--workflow", help="Your own workflow graph (YAML; see `advisor workflow show`); "
+                                    "also $ADVISOR_WORKFLOW."),
 ]
 FailOnOption = Annotated[
     Optional[SeverityLevel],

@@ -285,7 +285,9 @@ class NvtxBackend:
     The whole active window is one NVTX range named :data:`CAPTURE_RANGE`, the
     capture range that nsys (``--capture-range=nvtx``) and ncu
     (``--nvtx-include``) are pointed at; each step inside it is a
-    ``ProfilerStep#N`` range, as in the Kineto trace.
+    ``ProfilerStep#N`` range, as in the Kineto trace. On a GPU the window is
+    also bracketed by ``cudaProfilerStart``/``Stop``, for tools that cannot
+    see the NVTX range (``--capture-range=cudaProfilerApi``).
     """
 
     def __init__(self) -> None:
@@ -299,6 +301,8 @@ class NvtxBackend:
         pass
 
     def start(self, step: int) -> None:
+        if torch.cuda.is_available():  # the other capture range nsys can use (--capture-range=cudaProfilerApi)
+            torch.cuda.profiler.start()
         self._capture = self._range_type(CAPTURE_RANGE)
         self._capture.open()
         self.next_step(step)
@@ -318,4 +322,5 @@ class NvtxBackend:
             self._capture = None
         if torch.cuda.is_available():
             torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
 
