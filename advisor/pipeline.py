@@ -22,7 +22,6 @@ from advisor.errors import TraceError
 from advisor.load.kineto import KinetoTrace, load_kineto
 from advisor.load.ncu_tables import NcuReport
 from advisor.progress import Progress
-from advisor.report.model import build_report_data
 from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
 
@@ -142,7 +141,9 @@ def save(run: RunDir, diagnosed: Diagnosed) -> None:
 
 def render_run(run: RunDir) -> dict[str, Path]:
     """Write report.md and report.html from the run directory's own files."""
-    from advisor.report.render import write_reports  # jinja2 only when reports are written
+    # The report modules (jinja2, matplotlib, networkx) only when reports are written: the work before needs none.
+    from advisor.report.model import build_report_data
+    from advisor.report.render import write_reports
 
     return write_reports(build_report_data(run), run.path)
 
