@@ -12,7 +12,10 @@ and derives, once and lazily, what several analyzers need:
     cuda_driver) with their nesting (parent, depth), op self time
     (``self_ns``, cpu_op only), step index, phase, and where known the
     user's source line (``src_file``, ``src_line``, ``src_func``) and the
-    ``module`` path.
+    ``module`` path. Of the events' columns it carries only
+    :data:`HOST_COLUMNS` (``cat`` and ``name`` stay Categoricals); ``event``
+    is each row's index in ``events``, for any other column
+    (:meth:`TraceView.host_column`).
 ``phase_intervals``
     phase -> merged (starts, ends) on the main thread; see :mod:`.phases`.
 ``gpu``
@@ -35,9 +38,11 @@ from advisor.analyze.source import is_user_frame, parse_module_name, parse_pytho
 from advisor.load.kineto import KinetoTrace
 from advisor.naming import SOURCE_PREFIX, STEP_PREFIX
 
-__all__ = ["HOST_CATS", "TraceView"]
+__all__ = ["HOST_CATS", "HOST_COLUMNS", "TraceView"]
 
 HOST_CATS = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver")
+#: the events' columns the host table carries (a filter of a wide frame copies every column)
+HOST_COLUMNS = ("cat", "name", "ts", "dur", "end", "pid", "tid", "external_id", "correlation", "seq", "input_types")
 
 
 def _is_step(name: str) -> bool:
@@ -58,6 +63,13 @@ def _user_frame(name: str) -> tuple[str, int, str] | None:
         return None
     frame = parse_python_frame(name)
     return frame if frame and is_user_frame(frame[0]) else None
+
+
+def _take(column: pd.Series, rows: np.ndarray) -> Any:
+    """The column's values at ``rows``: a numpy array, or a Categorical for a Categorical column."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.array.take(rows)
+    return column.to_numpy()[rows]
 
 
 class TraceView:
@@ -155,11 +167,11 @@ class TraceView:
     @cached_property
     def host(self) -> pd.DataFrame:
         e = self.events
-        host = e[e["cat"].isin(HOST_CATS)].copy()
+        rows = np.flatnonzero(e["cat"].isin(HOST_CATS).to_numpy())
+        host = pd.DataFrame({c: _take(e[c], rows) for c in HOST_COLUMNS if c in e}, copy=False)
+        host["event"] = rows
         # Name tests run once per distinct name, on the codes the loader's Categorical already has.
         self._host_name_codes = by_name.codes_and_uniques(host["name"])
-        host["cat"] = host["cat"].astype(str)
-        host["name"] = host["name"].astype(str)
         n = len(host)
         parent = np.full(n, -1, "int64")
         depth = np.zeros(n, "int64")
@@ -186,7 +198,11 @@ class TraceView:
         host["step"] = self.step_of(ts)
         self._attach_sources(host)
         self._attach_phases(host)
-        return host.reset_index(drop=True)
+        return host
+
+    def host_column(self, column: str) -> np.ndarray:
+        """An ``events`` column the host table does not carry, aligned with :attr:`host`'s rows."""
+        return self.events[column].to_numpy()[self.host["event"].to_numpy()]
 
     def host_names(self, func: Any, dtype: Any = object) -> np.ndarray:
         """``func(name)`` for every row of :attr:`host`, computed once per distinct name."""

@@ -12,6 +12,12 @@ without being built. A piece whose values do not fit those types (a string
 ``tid``, a ``null`` stream, an arg that is a list) is decoded again with every
 field untyped and converted value by value, the way the reference rules say
 (:func:`to_int`, :func:`to_text`); so odd traces cost time, never correctness.
+
+Typed pieces are turned into columns without a Python loop per column and
+event: ``msgspec.structs.astuple`` gives each event's (and its args') fields
+as a tuple, and ``zip(*tuples)`` transposes them into one tuple per field, which
+numpy converts in C. Text columns are kept as codes into one dict per column
+(the table stores them as Categoricals), so a repeated text costs an int.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import orjson
+from msgspec.structs import astuple
 
 from advisor.load.json_stream import MalformedPiece, error_position
 
@@ -112,6 +119,12 @@ def _int64(values: list[Any]) -> np.ndarray:
         return np.array([v if -(1 << 63) <= v < (1 << 63) else -1 for v in values], dtype="int64")
 
 
+def _codes(values: Any, table: dict[str, int]) -> np.ndarray:
+    """int32 codes of ``values`` in ``table``; a value not yet there gets the next code."""
+    setdefault = table.setdefault
+    return np.array([setdefault(v, len(table)) for v in values], dtype="int32")
+
+
 def _float_or_nan(values: list[Any]) -> np.ndarray:
     """Numbers as float64; anything else NaN (a timestamp given as text is parsed, as pandas would)."""
     try:
@@ -134,12 +147,15 @@ class Columns:
         self._loose_type = list[loose_event]
         self._typed_empty = typed_args()
         self._loose_empty = loose_args()
+        #: attribute -> its position in ``astuple`` of an args struct
+        self._arg_index = {name: i for i, name in enumerate(typed_args.__struct_fields__)}
         #: table -> column -> list of per-piece arrays (or lists, for text columns)
         self.chunks: dict[str, dict[str, list[Any]]] = {"events": {}, "memory": {}, "flows": {}}
         self.names: dict[str, int] = {}
         self.cats: dict[str, int] = {}
         self.flow_cats: dict[str, int] = {}
-        self.texts: dict[str, str] = {}
+        #: text column -> text -> code (the order of first appearance)
+        self.texts: dict[str, dict[str, int]] = {c: {} for c, (_, kind) in args_spec.items() if kind == "str"}
         self._seen = {"events": 0, "memory": 0, "flows": 0}
         self._first_ts: list[float] = []
 
@@ -213,68 +229,79 @@ class Columns:
         return _int64([-1 if v is UNSET or v is None else to_int(v) for v in values])
 
     def _add_complete(self, events: list[Any], typed: bool) -> None:
+        if typed:
+            self._add_typed_complete(events)
+            return
         put = self._put
         put("events", "ts", _float_or_nan([e.ts for e in events]))
         put("events", "dur", _float_or_nan([e.dur if e.dur is not UNSET else 0 for e in events]))
         put("events", "pid", self._ints(list(map(attrgetter("pid"), events)), typed))
         put("events", "tid", self._ints(list(map(attrgetter("tid"), events)), typed))
-        names = self.names
-        if typed:
-            raw_names: list[Any] = [e.name for e in events]
-            raw_cats: list[Any] = [e.cat for e in events]
-        else:
-            raw_names = ["" if e.name is UNSET else str(e.name) for e in events]
-            raw_cats = [str(e.cat) if e.cat is not UNSET and e.cat else "" for e in events]
-        put("events", "name", np.array([names.setdefault(n, len(names)) for n in raw_names], dtype="int32"))
-        cats = self.cats
-        put("events", "cat", np.array([cats.setdefault(c, len(cats)) for c in raw_cats], dtype="int32"))
-        empty = self._typed_empty if typed else self._loose_empty
-        args = [e.args if e.args is not None else empty for e in events]
-        for column, (keys, kind) in self.args_spec.items():
-            put("events", column, self._arg_column(args, self.arg_attrs[column], kind, typed))
+        raw_names = ["" if e.name is UNSET else str(e.name) for e in events]
+        raw_cats = [str(e.cat) if e.cat is not UNSET and e.cat else "" for e in events]
+        put("events", "name", _codes(raw_names, self.names))
+        put("events", "cat", _codes(raw_cats, self.cats))
+        args = [e.args if e.args is not None else self._loose_empty for e in events]
+        for column, (_, kind) in self.args_spec.items():
+            put("events", column, self._arg_column(args, self.arg_attrs[column], kind, column))
 
-    def _arg_column(self, args: list[Any], attrs: tuple[str, ...], kind: str, typed: bool) -> Any:
-        if typed and kind != "str":
-            return self._typed_number(args, attrs, kind)
+    def _add_typed_complete(self, events: list[Any]) -> None:
+        """Events decoded into the typed structs: every field transposed at once, converted in C."""
+        put = self._put
+        _ph, cats, names, pids, tids, ts, dur, _id, args = zip(*map(astuple, events))
+        put("events", "ts", np.array(ts, dtype="float64"))
+        put("events", "dur", np.array(dur, dtype="float64"))
+        put("events", "pid", self._ints(pids, True))
+        put("events", "tid", self._ints(tids, True))
+        put("events", "name", _codes(names, self.names))
+        put("events", "cat", _codes(cats, self.cats))
+        empty = self._typed_empty
+        fields = list(zip(*[astuple(a if a is not None else empty) for a in args]))
+        index = self._arg_index
+        for column, (_, kind) in self.args_spec.items():
+            attrs = self.arg_attrs[column]
+            if kind == "str":
+                values: Any = fields[index[attrs[0]]]
+                for attr in attrs[1:]:  # the first key present wins
+                    values = [v if v is not UNSET else w for v, w in zip(values, fields[index[attr]])]
+                put("events", column, self._text_codes(column, values))
+            else:
+                put("events", column, self._typed_number([fields[index[a]] for a in attrs], kind))
+
+    def _arg_column(self, args: list[Any], attrs: tuple[str, ...], kind: str, column: str) -> Any:
+        """One column from untyped args, value by value as the reference rules say."""
         values = np.array(list(map(attrgetter(attrs[0]), args)), dtype=object)
         for attr in attrs[1:]:  # the first key present wins
             unset = values == UNSET
             if unset.any():
                 values[unset] = np.array(list(map(attrgetter(attr), args)), dtype=object)[unset]
         if kind == "str":
-            return self._texts(values)
+            return self._text_codes(column, values.tolist())
         values = values.tolist()
         if kind == "int":
             return _int64([-1 if v is None or v is UNSET else to_int(v) for v in values])
         return np.array([float(v) if _is_num(v) else math.nan for v in values], dtype="float64")
 
     @staticmethod
-    def _typed_number(args: list[Any], attrs: tuple[str, ...], kind: str) -> np.ndarray:
-        dtype = "int64" if kind == "int" else "float64"
-        out = _int64(list(map(attrgetter(attrs[0]), args))) if kind == "int" else \
-            np.array(list(map(attrgetter(attrs[0]), args)), dtype=dtype)
-        if len(attrs) == 1:
-            return out
-        for attr in attrs[1:]:  # the first key present wins
+    def _typed_number(values: list[tuple[Any, ...]], kind: str) -> np.ndarray:
+        """An int or float column from the typed values of its keys, the first key present winning."""
+        convert = _int64 if kind == "int" else (lambda v: np.array(v, dtype="float64"))
+        out = convert(values[0])
+        for more in values[1:]:
             absent = out == ABSENT_INT if kind == "int" else np.isnan(out)
             if not absent.any():
                 break
-            more = _int64(list(map(attrgetter(attr), args))) if kind == "int" else \
-                np.array(list(map(attrgetter(attr), args)), dtype=dtype)
-            out[absent] = more[absent]
-        if kind == "int":
+            out[absent] = convert(more)[absent]
+        if kind == "int" and len(values) > 1:
             out[out == ABSENT_INT] = -1
         return out
 
-    def _texts(self, values: np.ndarray) -> np.ndarray:
-        """Text values as an object array; one object per distinct text (shapes and grids repeat a lot)."""
-        if values.tolist().count("") == len(values):
-            return values
-        given = np.flatnonzero(values != "")
-        if len(given):
-            texts = self.texts
-            values[given] = [texts.setdefault(t, t) for t in map(to_text, values[given].tolist())]
-        return values
+    def _text_codes(self, column: str, values: Any) -> np.ndarray:
+        """Codes of a text column's values (non-text values as compact JSON, missing ones as "")."""
+        codes = self.texts[column]
+        if set(map(type, values)) <= {str}:
+            return _codes(values, codes)
+        return _codes([v if type(v) is str else to_text(v) for v in values], codes)
 
     def _add_memory(self, events: list[Any], typed: bool) -> None:
         self._put("memory", "ts", _float_or_nan([e.ts if e.ts is not UNSET else None for e in events]))
