@@ -23,7 +23,7 @@ import pandas as pd
 from advisor.analyze import intervals, names as by_name
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.gpu_time import primary_device
+from advisor.analyze.gpu_time import gpu_time  # noqa: F401 - registered before comm, as the findings have always been
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
 
@@ -96,11 +96,10 @@ def comm(view: TraceView) -> dict[str, Any]:
         out["comm.host_ms"] = host if host or out["comm.backend"] else None
         return out
     links = view.gpu
-    ops = links.ops[(links.ops["end"] > links.lo) & (links.ops["ts"] < links.hi)]
     out["comm.host_ms"] = _host_comm_ms(view, links.lo, links.hi, links.steps)
-    if len(ops) == 0:
+    if len(links.in_window) == 0:
         return out
-    ops = ops[ops["device"] == primary_device(ops)]
+    ops = links.device_ops
     comm_ops = ops[ops["kind"] == "comm"]
     if len(comm_ops) == 0:
         return out

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,7 +45,7 @@ from advisor.analyze import intervals, names as by_name
 if TYPE_CHECKING:
     from advisor.analyze.view import TraceView
 
-__all__ = ["GpuLinks", "KINDS", "SYNC_APIS", "build_gpu_links", "gpu_window", "op_kind"]
+__all__ = ["GpuLinks", "KINDS", "SYNC_APIS", "build_gpu_links", "gpu_window", "op_kind", "primary_device"]
 
 KINDS = ("compute", "comm", "memcpy", "memset")
 GPU_OP_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -89,6 +90,36 @@ class GpuLinks:
     @property
     def window_ns(self) -> int:
         return max(self.hi - self.lo, 0)
+
+    @cached_property
+    def kernels(self) -> pd.DataFrame:
+        """The kernels that start inside the window."""
+        ops = self.ops
+        ts = ops["ts"].to_numpy()
+        return ops[(ops["cat"] == "kernel").to_numpy() & (ts >= self.lo) & (ts < self.hi)]
+
+    @cached_property
+    def in_window(self) -> pd.DataFrame:
+        """The ops that overlap the window."""
+        ops = self.ops
+        return ops[(ops["end"].to_numpy() > self.lo) & (ops["ts"].to_numpy() < self.hi)]
+
+    @cached_property
+    def device(self) -> int | None:
+        """The device with the most GPU time in the window (see :func:`primary_device`)."""
+        return primary_device(self.in_window) if len(self.in_window) else None
+
+    @cached_property
+    def device_ops(self) -> pd.DataFrame:
+        """The ops of :attr:`device` that overlap the window, numbered from 0."""
+        ops = self.in_window
+        return ops[ops["device"].to_numpy() == self.device].reset_index(drop=True)
+
+
+def primary_device(ops: pd.DataFrame) -> int:
+    """The device with the most GPU time (the lowest-numbered one on a tie)."""
+    devices, inverse = np.unique(ops["device"].to_numpy(), return_inverse=True)
+    return int(devices[np.argmax(np.bincount(inverse, weights=ops["dur"].to_numpy()))])
 
 
 def _host_context(view: TraceView) -> dict[str, np.ndarray]:
