@@ -132,7 +132,7 @@ def _host_context(view: TraceView) -> dict[str, np.ndarray]:
     inner = np.where(is_op, rows, intervals.enclosing(parent, depth, is_op))  # an op is its own innermost op
     outer = np.where(is_top, rows, intervals.enclosing(parent, depth, is_top))
     names = _texts(host["name"])
-    return {"op": _at(names, outer, ""), "op_inner": _at(names, inner, ""), "op_row": inner}
+    return {"op": _at(names, outer, ""), "op_inner": _at(names, inner, ""), "op_row": inner, "name": names}
 
 
 def _texts(column: pd.Series) -> np.ndarray:
@@ -188,7 +188,7 @@ def _attach_host(frame: dict[str, np.ndarray], view: TraceView, context: dict[st
     anchor = np.where(launch >= 0, launch, via_op)
     out = dict(frame)
     out["launch"] = launch
-    out["launch_name"] = _at(_texts(host["name"]), launch, "")
+    out["launch_name"] = _at(context["name"], launch, "")
     for col in ("ts", "end", "tid"):
         out[f"launch_{col}"] = _at(host[col].to_numpy(), launch, -1)
     for col in _HOST_COLS:
@@ -239,7 +239,7 @@ def _host_syncs(view: TraceView, context: dict[str, np.ndarray], ops: pd.DataFra
         kind = np.where(async_copy, "pageable_copy", kind)
     rows = np.flatnonzero(kind != None)  # noqa: E711 - elementwise
     ts = host["ts"].to_numpy()[rows]
-    out = {"row": rows, "name": _texts(host["name"])[rows], "sync": kind[rows].astype(object), "ts": ts,
+    out = {"row": rows, "name": context["name"][rows], "sync": kind[rows].astype(object), "ts": ts,
            "end": host["end"].to_numpy()[rows], "dur": host["dur"].to_numpy()[rows],
            "tid": host["tid"].to_numpy()[rows], "correlation": host["correlation"].to_numpy()[rows],
            **{c: _host_values(view, context, c)[rows] for c in _HOST_COLS}}

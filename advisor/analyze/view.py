@@ -27,6 +27,7 @@ Analyzers are pure functions of a view; they never change it.
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import Any
 
@@ -47,6 +48,15 @@ HOST_COLUMNS = ("cat", "name", "ts", "dur", "end", "pid", "tid", "external_id", 
 
 def _is_step(name: str) -> bool:
     return name.startswith(STEP_PREFIX)
+
+
+_STEP_NUMBER = re.compile(r"^(\d+)")
+
+
+def _step_number(name: str) -> int:
+    """N of ``ProfilerStep#N``; -1 when the name carries no number."""
+    m = _STEP_NUMBER.match(name[len(STEP_PREFIX):])
+    return int(m.group(1)) if m else -1
 
 
 def _is_backward_function(name: str) -> bool:
@@ -109,39 +119,49 @@ class TraceView:
     @cached_property
     def main_tid(self) -> int:
         """The thread that runs the training loop."""
-        steps = self._step_events()
-        if len(steps):
-            return int(steps["tid"].mode().iloc[0])
-        ops = self.events[self.events["cat"] == "cpu_op"]
-        if len(ops) == 0:
-            host = self.events[self.events["cat"].isin(HOST_CATS)]
-            return int(host["tid"].mode().iloc[0]) if len(host) else 0
-        return int(ops.groupby("tid")["dur"].sum().idxmax())
+        e = self.events
+        rows = self._step_rows
+        if len(rows) == 0:
+            rows = np.flatnonzero((e["cat"] == "cpu_op").to_numpy())
+            if len(rows):  # the thread with the most operator time (the lowest on a tie)
+                tids, inverse = np.unique(e["tid"].to_numpy()[rows], return_inverse=True)
+                return int(tids[np.argmax(np.bincount(inverse, weights=e["dur"].to_numpy()[rows]))])
+            rows = np.flatnonzero(e["cat"].isin(HOST_CATS).to_numpy())
+            if len(rows) == 0:
+                return 0
+        # the most frequent thread (the lowest on a tie)
+        tids, counts = np.unique(e["tid"].to_numpy()[rows], return_counts=True)
+        return int(tids[np.argmax(counts)])
+
+    @cached_property
+    def _step_rows(self) -> np.ndarray:
+        """Rows of ``events`` that are ProfilerStep ranges."""
+        e = self.events
+        return np.flatnonzero((e["cat"] == "user_annotation").to_numpy() & by_name.where(e["name"], _is_step))
 
     def _step_events(self) -> pd.DataFrame:
-        e = self.events
-        return e[(e["cat"] == "user_annotation").to_numpy() & by_name.where(e["name"], _is_step)]
+        return self.events[["name", "ts", "end", "tid"]].iloc[self._step_rows]
 
     @cached_property
     def profiler_steps_present(self) -> bool:
-        return len(self._step_events()) > 0
+        return len(self._step_rows) > 0
 
     @cached_property
     def steps(self) -> pd.DataFrame:
-        ev = self._step_events()
-        ev = ev[ev["tid"] == self.main_tid] if len(ev) else ev
-        if len(ev):
-            numbers = ev["name"].astype(str).str.slice(len(STEP_PREFIX)).str.extract(r"^(\d+)")[0]
+        e = self.events
+        rows = self._step_rows
+        rows = rows[e["tid"].to_numpy()[rows] == self.main_tid] if len(rows) else rows
+        if len(rows):
             out = pd.DataFrame({
-                "step": pd.to_numeric(numbers, errors="coerce").fillna(-1).astype("int64").to_numpy(),
-                "start": ev["ts"].to_numpy(), "end": ev["end"].to_numpy(),
+                "step": by_name.mapped(e["name"].iloc[rows], _step_number, "int64"),
+                "start": e["ts"].to_numpy()[rows], "end": e["end"].to_numpy()[rows],
             })
         else:
-            host = self.events[self.events["cat"].isin(HOST_CATS)]
-            if len(host) == 0:
-                host = self.events
-            start = int(host["ts"].min()) if len(host) else 0
-            end = int(host["end"].max()) if len(host) else 0
+            host = e["cat"].isin(HOST_CATS).to_numpy()
+            if not host.any():
+                host = np.ones(len(e), bool)
+            start = int(e["ts"].to_numpy()[host].min()) if host.any() else 0
+            end = int(e["end"].to_numpy()[host].max()) if host.any() else 0
             out = pd.DataFrame({"step": [-1], "start": [start], "end": [end]})
         out = out.sort_values("start", kind="stable").reset_index(drop=True)
         out["dur"] = out["end"] - out["start"]
@@ -207,9 +227,9 @@ class TraceView:
     def host_names(self, func: Any, dtype: Any = object) -> np.ndarray:
         """``func(name)`` for every row of :attr:`host`, computed once per distinct name."""
         codes, uniques = self._host_codes()
-        values = np.empty(len(uniques) + 1, dtype=dtype)
-        for i, u in enumerate(uniques):
-            values[i] = func(u)
+        values = np.zeros(len(uniques) + 1, dtype=dtype)  # only the used entries are read
+        for i in self._host_used:
+            values[i] = func(uniques[i])
         values[len(uniques)] = func("")
         return values[np.where(codes >= 0, codes, len(uniques))]
 
@@ -217,6 +237,12 @@ class TraceView:
         if not hasattr(self, "_host_name_codes"):
             self._host_name_codes = by_name.codes_and_uniques(self.host["name"])
         return self._host_name_codes
+
+    @cached_property
+    def _host_used(self) -> np.ndarray:
+        """The name codes some host row has (the loader's categories include GPU kernels' names)."""
+        codes, uniques = self._host_codes()
+        return by_name.used(codes, len(uniques))
 
     def _attach_sources(self, host: pd.DataFrame) -> None:
         cats = host["cat"].to_numpy(dtype=object)
