@@ -54,9 +54,10 @@ PROVIDES = (
 
 def comm_overlap(ops: pd.DataFrame, lo: int, hi: int) -> tuple[int, int]:
     """(communication ns, ns of it overlapped by compute) for one device's ops inside [lo, hi)."""
-    ts, end, kind = ops["ts"].to_numpy("int64"), ops["end"].to_numpy("int64"), ops["kind"].to_numpy()
-    cs, ce = intervals.union(*intervals.clip(ts[kind == "comm"], end[kind == "comm"], lo, hi))
-    ps, pe = intervals.union(*intervals.clip(ts[kind == "compute"], end[kind == "compute"], lo, hi))
+    ts, end = ops["ts"].to_numpy("int64"), ops["end"].to_numpy("int64")
+    comm, compute = (ops["kind"] == "comm").to_numpy(), (ops["kind"] == "compute").to_numpy()
+    cs, ce = intervals.union(*intervals.clip(ts[comm], end[comm], lo, hi))
+    ps, pe = intervals.union(*intervals.clip(ts[compute], end[compute], lo, hi))
     both = intervals.intersect(cs, ce, ps, pe)
     return int((ce - cs).sum()), int((both[1] - both[0]).sum())
 
