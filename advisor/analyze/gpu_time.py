@@ -153,18 +153,19 @@ def _causes(view: TraceView, links: GpuLinks, ops: pd.DataFrame) -> pd.DataFrame
 class _HostActivity:
     """The host table's arrays that :meth:`during` reads, taken once for all the gaps."""
 
-    def __init__(self, host: pd.DataFrame) -> None:
+    def __init__(self, view: TraceView) -> None:
+        host = view.host
         self.ts, self.end = host["ts"].to_numpy(), host["end"].to_numpy()
         cat = host["cat"]
         self.top_op = ((cat == "cpu_op") & host["op_top"]).to_numpy()
         self.runtime = cat.isin(("cuda_runtime", "cuda_driver")).to_numpy()
-        self.names = host["name"]
+        self.names = view.host_name_texts
 
     def during(self, lo: int, hi: int) -> str:
         """What the host did during [lo, hi): the outermost operator and the runtime call that took most of it."""
         near = np.flatnonzero((self.end > lo) & (self.ts < hi))
         overlap = np.minimum(self.end[near], hi) - np.maximum(self.ts[near], lo)
-        names = self.names.iloc[near].to_numpy(dtype=object)
+        names = self.names[near]
         parts = []
         for sel in (self.top_op[near], self.runtime[near]):
             if sel.any():
@@ -182,24 +183,27 @@ def _gap_rows(gaps: pd.DataFrame, ops: pd.DataFrame, links: GpuLinks, view: Trac
     from advisor.analyze.common import site
 
     steps = view.steps["step"].to_numpy()
-    host = _HostActivity(view.host)
-    top = gaps.nlargest(TOP_GAPS, "dur")
+    host = _HostActivity(view)
+    # the longest gaps, the earlier first on a tie (as ``nlargest``)
+    top = np.argsort(-gaps["dur"].to_numpy(), kind="stable")[:TOP_GAPS]
     if len(top) == 0:
         return []
-    nxt_rows = top["next"].to_numpy()
-    cols = {c: ops[c].iloc[np.maximum(nxt_rows, 0)].to_numpy(dtype=object) if len(ops) else np.full(len(top), "")
+    gap = {c: gaps[c].to_numpy()[top].tolist() for c in ("start", "end", "dur", "next", *CAUSES)}
+    nxt_rows = np.maximum(np.asarray(gap["next"]), 0)
+    cols = {c: ops[c].to_numpy(dtype=object)[nxt_rows] if len(ops) else np.full(len(top), "")
             for c in ("name", "op", "src_file", "src_line", "src_func")}
-    step_idx = view.step_of(top["start"].to_numpy())
+    step_idx = view.step_of(np.asarray(gap["start"]))
     rows = []
-    for i, g in enumerate(top.itertuples(index=False)):
-        has = g.next >= 0
-        cause = max(CAUSES, key=lambda c: getattr(g, c))
+    for i in range(len(top)):
+        has = gap["next"][i] >= 0
+        cause = max(CAUSES, key=lambda c: gap[c][i])
         idx = step_idx[i]
+        start, end = gap["start"][i], gap["end"][i]
         rows.append({
-            "at_ms": (g.start - links.lo) / NS_PER_MS, "ms": g.dur / NS_PER_MS, "cause": cause,
+            "at_ms": (start - links.lo) / NS_PER_MS, "ms": gap["dur"][i] / NS_PER_MS, "cause": cause,
             "next": cols["name"][i] if has else "", "op": cols["op"][i] if has else "",
             "site": site(cols["src_file"][i], int(cols["src_line"][i]), cols["src_func"][i]) if has else "",
-            "step": int(steps[idx]) if idx >= 0 else -1, "host": host.during(int(g.start), int(g.end)),
+            "step": int(steps[idx]) if idx >= 0 else -1, "host": host.during(start, end),
         })
     return rows
 
@@ -219,8 +223,7 @@ def _idle_host_ops(view: TraceView, gaps: pd.DataFrame, links: GpuLinks, idle: i
     overlap = overlap[overlap > 0]
     if len(rows) == 0:
         return []
-    keys = [host[c].to_numpy(dtype=object if c != "src_line" else "int64")[rows] if c != "name"
-            else host["name"].iloc[rows].to_numpy(dtype=object) for c in ("name", "src_file", "src_line", "src_func")]
+    keys = [view.host_name_texts[rows], *(host[c].to_numpy()[rows] for c in ("src_file", "src_line", "src_func"))]
     ids, n = groups.group_ids(*keys)
     ns = groups.sums(ids, n, overlap)
     calls = np.bincount(ids, minlength=n)

@@ -220,6 +220,11 @@ class TraceView:
         self._attach_phases(host)
         return host
 
+    @cached_property
+    def host_name_texts(self) -> np.ndarray:
+        """:attr:`host`'s ``name`` as an object array of str (built once; the strings are the Categorical's own)."""
+        return self.host_names(lambda name: name)
+
     def host_column(self, column: str) -> np.ndarray:
         """An ``events`` column the host table does not carry, aligned with :attr:`host`'s rows."""
         return self.events[column].to_numpy()[self.host["event"].to_numpy()]
