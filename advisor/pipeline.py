@@ -20,6 +20,7 @@ from advisor.engine.evaluate import Diagnosis, Outcome, evaluate_rules
 from advisor.engine.rulebook import RuleBook
 from advisor.errors import TraceError
 from advisor.load.kineto import KinetoTrace, load_kineto
+from advisor.load.kineto_window import META_KEY as WINDOW_KEY
 from advisor.load.ncu_tables import NcuReport
 from advisor.progress import Progress
 from advisor.report.verdict import Verdict, judge
@@ -51,11 +52,19 @@ def find_kineto_traces(path: Path) -> list[Path]:
 
 
 def load_traces(paths: Iterable[Path]) -> list[KinetoTrace]:
-    """Load each trace (a progress bar on a terminal when it takes more than a second)."""
+    """Load each trace (a progress bar on a terminal when it takes more than a second).
+
+    A trace over the memory budget is read twice: once to pick a window of steps that fits, then for the
+    window's events only (see :mod:`advisor.load.kineto_window`).
+    """
+    from advisor.load.kineto_window import plan_window
+
     traces = []
     for p in paths:
+        with Progress(f"Scanning {p.name} (over the memory budget)") as bar:
+            window = plan_window(p, on_progress=bar.update)
         with Progress(f"Loading {p.name}") as bar:
-            traces.append(load_kineto(p, on_progress=bar.update))
+            traces.append(load_kineto(p, on_progress=bar.update, window=window))
     return sorted(traces, key=lambda t: t.rank)
 
 
@@ -67,6 +76,10 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
     view = TraceView(primary, run_meta)
     with Progress(f"Analysing {primary.path.name}") as bar:
         findings = run_analyzers(view, "framework", evidence=str(primary.path), on_progress=bar.update)
+    for trace in traces:  # traces over the memory budget were analysed on a window of steps: say so
+        window = trace.meta.get(WINDOW_KEY)
+        if window:
+            findings.notes.append(f"{trace.path.name}: {window['note']}")
     if len(traces) > 1:
         # GPU figures across ranks (imbalance, straggler, collective wait): see advisor.analyze.gpu_ranks
         views = [view, *(TraceView(t, run_meta) for t in traces[1:])]

@@ -222,15 +222,17 @@ def is_kineto_trace(path: Path) -> bool:
 
 
 def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | None = None,
-                args: Mapping[str, tuple[tuple[str, ...], str]] | None = None) -> KinetoTrace:
+                args: Mapping[str, tuple[tuple[str, ...], str]] | None = None, window: Any = None) -> KinetoTrace:
     """Load one Kineto trace (``.json`` or ``.json.gz``); ``on_progress(done, total)`` follows the file bytes read.
 
     ``args``: the ``args`` columns to read (default :data:`ARGS`; :data:`ALL_ARGS` adds :data:`EXTRA_ARGS`).
+    ``window``: a :class:`~advisor.load.kineto_window.Window` (see :func:`~advisor.load.kineto_window.plan_window`):
+    only the events that overlap it are kept, and ``meta`` records it under ``advisor_window``.
     """
     from advisor.load.kineto_pieces import Columns
 
     path = Path(path)
-    columns = Columns(dict(ARGS if args is None else args))
+    columns = Columns(dict(ARGS if args is None else args), window)
     # Loading makes millions of short-lived objects and no reference cycles; the
     # cyclic GC would walk every live object again and again for nothing.
     gc_was_on = gc.isenabled()
@@ -243,6 +245,10 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
             for _ in pieces:
                 pass  # each piece lands in ``columns``; the keys after the array land in ``meta`` at the end
         _add_rank(meta)
+        if window is not None:
+            from advisor.load.kineto_window import META_KEY
+
+            meta[META_KEY] = window.to_meta()
         base_us = columns.base_us
         return KinetoTrace(
             path=path,

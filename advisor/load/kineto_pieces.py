@@ -119,6 +119,18 @@ def _int64(values: list[Any]) -> np.ndarray:
         return np.array([v if -(1 << 63) <= v < (1 << 63) else -1 for v in values], dtype="int64")
 
 
+def _overlapping(events: list[Any], lo: float, hi: float) -> list[Any]:
+    """The events with a numeric start that overlap [lo, hi) (an instant at lo or later counts)."""
+    out = []
+    for e in events:
+        ts = e.ts
+        if _is_num(ts) and ts < hi:
+            dur = e.dur if _is_num(e.dur) else 0
+            if ts >= lo or ts + dur > lo:
+                out.append(e)
+    return out
+
+
 def _codes(values: Any, table: dict[str, int]) -> np.ndarray:
     """int32 codes of ``values`` in ``table``; a value not yet there gets the next code."""
     setdefault = table.setdefault
@@ -146,8 +158,11 @@ def _float_or_nan(values: list[Any]) -> np.ndarray:
 class Columns:
     """Column chunks of the three tables, filled piece by piece; see the module docstring."""
 
-    def __init__(self, args_spec: dict[str, tuple[tuple[str, ...], str]]) -> None:
+    def __init__(self, args_spec: dict[str, tuple[tuple[str, ...], str]], window: Any = None) -> None:
+        """``window``: a :class:`~advisor.load.kineto_window.Window`; only the events that overlap it are kept."""
         self.args_spec = args_spec
+        self.window = window
+        self._pieces_seen = 0
         typed_event, loose_event, typed_args, loose_args, self.arg_attrs = _struct_types(args_spec)
         self._typed = msgspec.json.Decoder(list[typed_event])
         self._loose = msgspec.json.Decoder(list[loose_event])
@@ -169,6 +184,13 @@ class Columns:
     # decoding -----------------------------------------------------------------
     def add_piece(self, piece: bytes) -> int:
         """Decode one ``[ev, ...]`` piece into column chunks; returns its number of events."""
+        index = self._pieces_seen
+        if self.window is not None and index in self.window.skip:
+            from advisor.load.kineto_window import piece_key
+
+            if piece_key(piece) == self.window.skip[index]:  # the first pass found no event of the window in it
+                self._pieces_seen += 1
+                return 0
         try:
             events = self._typed.decode(piece)
             typed = True
@@ -177,6 +199,7 @@ class Columns:
             typed = False
         except msgspec.DecodeError as exc:
             raise MalformedPiece(str(exc), error_position(str(exc))) from None
+        self._pieces_seen += 1
         self._add(events, typed)
         return len(events)
 
@@ -204,6 +227,9 @@ class Columns:
         rest = [e for e in events if e.ph != "X"] if len(complete) < len(events) else []
         memory = [e for e in rest if (e.ph == "i" or e.ph == "I") and e.name == "[memory]"]
         flows = [e for e in rest if (e.ph == "s" or e.ph == "f") and e.id is not UNSET]
+        if self.window is not None:
+            lo, hi = self.window.lo_us, self.window.hi_us
+            complete, memory, flows = (_overlapping(group, lo, hi) for group in (complete, memory, flows))
         for table, group in (("events", complete), ("memory", memory), ("flows", flows)):
             self._sample_ts(table, group)
         if complete:
