@@ -43,7 +43,7 @@ __all__ = ["HOST_CATS", "HOST_COLUMNS", "TraceView"]
 
 HOST_CATS = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver")
 #: the events' columns the host table carries (a filter of a wide frame copies every column)
-HOST_COLUMNS = ("cat", "name", "ts", "dur", "end", "pid", "tid", "external_id", "correlation", "seq", "input_types")
+HOST_COLUMNS = ("cat", "name", "ts", "dur", "end", "tid", "external_id", "correlation", "seq", "input_types")
 
 
 def _is_step(name: str) -> bool:
@@ -188,17 +188,18 @@ class TraceView:
     def host(self) -> pd.DataFrame:
         e = self.events
         rows = np.flatnonzero(e["cat"].isin(HOST_CATS).to_numpy())
-        host = pd.DataFrame({c: _take(e[c], rows) for c in HOST_COLUMNS if c in e}, copy=False)
+        # Every column is made first and the frame built once: setting a column on a frame copies the array.
+        host: dict[str, Any] = {c: _take(e[c], rows) for c in HOST_COLUMNS if c in e}
         host["event"] = rows
         # Name tests run once per distinct name, on the codes the loader's Categorical already has.
-        self._host_name_codes = by_name.codes_and_uniques(host["name"])
-        n = len(host)
+        self._host_name_codes = by_name.codes_and_uniques(pd.Series(host["name"], copy=False))
+        n = len(rows)
         parent = np.full(n, -1, "int64")
         depth = np.zeros(n, "int64")
         self_ns = np.zeros(n, "int64")
-        ts, end, dur = host["ts"].to_numpy(), host["end"].to_numpy(), host["dur"].to_numpy()
-        tids = host["tid"].to_numpy()
-        is_op = (host["cat"] == "cpu_op").to_numpy()
+        ts, end, dur = host["ts"], host["end"], host["dur"]
+        tids = host["tid"]
+        is_op = np.asarray(host["cat"] == "cpu_op")
         op_top = np.zeros(n, bool)
         for tid in np.unique(tids):
             rows = np.flatnonzero(tids == tid)
@@ -218,7 +219,7 @@ class TraceView:
         host["step"] = self.step_of(ts)
         self._attach_sources(host)
         self._attach_phases(host)
-        return host
+        return pd.DataFrame(host, copy=False)
 
     @cached_property
     def host_name_texts(self) -> np.ndarray:
@@ -249,17 +250,17 @@ class TraceView:
         codes, uniques = self._host_codes()
         return by_name.used(codes, len(uniques))
 
-    def _attach_sources(self, host: pd.DataFrame) -> None:
-        cats = host["cat"].to_numpy(dtype=object)
-        parent = host["parent"].to_numpy()
-        depth = host["depth"].to_numpy()
-        n = len(host)
+    def _attach_sources(self, host: dict[str, Any]) -> None:
+        is_python = np.asarray(host["cat"] == "python_function")
+        parent = host["parent"]
+        depth = host["depth"]
+        n = len(parent)
         # Parse each distinct name once; events then take their ancestor's values by index.
         labels = self.host_names(_source_label)
         frames = self.host_names(_user_frame)
         modules = self.host_names(parse_module_name)
         is_src = labels != None  # noqa: E711 - elementwise
-        is_user_py = (frames != None) & (cats == "python_function")  # noqa: E711
+        is_user_py = (frames != None) & is_python  # noqa: E711
         is_module = modules != None  # noqa: E711
         files = np.full(n, "", dtype=object)
         lines = np.full(n, -1, "int64")
@@ -293,7 +294,7 @@ class TraceView:
         host["src_via"] = via
         host["module"] = module
 
-    def _backward_to_forward(self, host: pd.DataFrame, parent: np.ndarray, depth: np.ndarray, files: np.ndarray,
+    def _backward_to_forward(self, host: dict[str, Any], parent: np.ndarray, depth: np.ndarray, files: np.ndarray,
                              lines: np.ndarray, funcs: np.ndarray, exact: np.ndarray, via: np.ndarray) -> None:
         """Give backward ops the source line of the forward op they differentiate.
 
@@ -302,8 +303,8 @@ class TraceView:
         is that op's backward, so it is charged to the forward op's line rather
         than to the ``loss.backward()`` call.
         """
-        seq = host["seq"].to_numpy()
-        is_op = (host["cat"] == "cpu_op").to_numpy()
+        seq = host["seq"]
+        is_op = np.asarray(host["cat"] == "cpu_op")
         is_bwd = self.host_names(_is_backward_function, bool) & (seq >= 0)
         if not is_bwd.any():
             return
@@ -325,11 +326,11 @@ class TraceView:
         files[rows], lines[rows], funcs[rows], exact[rows] = files[src], lines[src], funcs[src], exact[src]
         via[rows] = "backward"
 
-    def _attach_phases(self, host: pd.DataFrame) -> None:
+    def _attach_phases(self, host: dict[str, Any]) -> None:
         from advisor.analyze.phases import PHASE_ORDER
 
-        ts = host["ts"].to_numpy()
-        phase = np.full(len(host), "", dtype=object)
+        ts = host["ts"]
+        phase = np.full(len(ts), "", dtype=object)
         for name in reversed(PHASE_ORDER):  # highest priority last, so it wins
             s, e = self.phase_intervals.get(name, (np.empty(0, "int64"), np.empty(0, "int64")))
             if len(s):
