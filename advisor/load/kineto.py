@@ -289,7 +289,31 @@ def _joined(chunks: dict[str, list[Any]], column: str, dtype: str) -> np.ndarray
         parts[:] = [np.array(part, dtype=object) for part in parts]
     joined = np.concatenate(parts) if len(parts) > 1 else np.asarray(parts[0])
     parts.clear()  # free each chunk as soon as its column is joined
+    trim_heap()
     return joined.astype(dtype, copy=False)
+
+
+def trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
+
+    A load frees hundreds of MB of column chunks that sit on the heap between
+    other allocations; glibc keeps such memory, so without this it would count
+    in the process's RSS for the rest of the run (on a 500 MB trace, 300 MB).
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+def _malloc_trim() -> Any:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
 
 
 def _to_ns(values: np.ndarray, base_us: int) -> np.ndarray:

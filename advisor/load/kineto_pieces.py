@@ -41,6 +41,8 @@ MEMORY_ARGS: dict[str, str] = {
     "bytes": "Bytes", "total_allocated": "Total Allocated", "total_reserved": "Total Reserved",
     "device_type": "Device Type", "device_id": "Device Id", "addr": "Addr",
 }
+#: pieces whose column chunks are joined into one array (see ``Columns._put``)
+JOIN_EVERY = 32
 #: the first ts of this many events of each table sets the integer µs origin (see ``Columns.base_us``)
 BASE_SAMPLE = 1000
 _INT_IN_TEXT = re.compile(r"(0x[0-9a-fA-F]+|-?\d+)")
@@ -179,6 +181,8 @@ class Columns:
         #: text column -> text -> code (the order of first appearance)
         self.texts: dict[str, dict[str, int]] = {c: {} for c, (_, kind) in args_spec.items() if kind == "str"}
         self._seen = {"events": 0, "memory": 0, "flows": 0}
+        #: a chunk this long or shorter is a piece's own (not yet joined)
+        self._small = 1 << 16
         self._first_ts: list[float] = []
 
     # decoding -----------------------------------------------------------------
@@ -253,7 +257,13 @@ class Columns:
         return int(math.floor(min(self._first_ts))) if self._first_ts else 0
 
     def _put(self, table: str, column: str, values: Any) -> None:
-        self.chunks[table].setdefault(column, []).append(values)
+        parts = self.chunks[table].setdefault(column, [])
+        parts.append(values)
+        # Join each column's chunks every JOIN_EVERY pieces: a few big arrays rather than thousands of small ones
+        # interleaved on the heap with each piece's temporaries, which leaves it fragmented and RSS high.
+        tail = parts[-JOIN_EVERY:]
+        if len(tail) == JOIN_EVERY and all(isinstance(p, np.ndarray) and len(p) <= self._small for p in tail):
+            parts[-JOIN_EVERY:] = [np.concatenate(tail)]
 
     @staticmethod
     def _ints(values: list[Any], typed: bool) -> np.ndarray:
