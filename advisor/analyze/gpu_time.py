@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.analyze import groups, intervals
+from advisor.analyze import groups, intervals, names
 from advisor.analyze.common import NS_PER_MS
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.gpu_idle import CAUSES, KERNEL_GAP_NS, LAUNCH_GAP_NS, idle_gaps
@@ -137,7 +137,8 @@ def _kind_codes(ops: pd.DataFrame) -> np.ndarray:
     kind = ops["kind"]
     if isinstance(kind.dtype, pd.CategoricalDtype) and tuple(kind.cat.categories) == KIND_ORDER:
         return kind.cat.codes.to_numpy()
-    return pd.Categorical(kind.to_numpy(dtype=object), categories=KIND_ORDER).codes
+    lookup = {k: i for i, k in enumerate(KIND_ORDER)}
+    return names.mapped(kind.to_numpy(dtype=object), lambda k: lookup.get(k, -1), "int8")
 
 
 def _sync_intervals(links: GpuLinks) -> tuple[np.ndarray, np.ndarray]:

@@ -82,6 +82,15 @@ def _take(column: pd.Series, rows: np.ndarray) -> Any:
     return column.to_numpy()[rows]
 
 
+def _coded(labels: list[str], codes: np.ndarray) -> pd.Categorical:
+    """``labels[codes]`` as a Categorical whose categories are the labels used, sorted (as the loader makes them)."""
+    used = np.flatnonzero(np.bincount(codes, minlength=len(labels))) if len(codes) else np.empty(0, "int64")
+    categories = sorted({labels[i] for i in used})
+    where = {label: i for i, label in enumerate(categories)}
+    remap = np.array([where.get(label, -1) for label in labels], dtype="int32")
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(categories, dtype="str" if categories else object))
+
+
 class TraceView:
     """One trace, ready for analysis."""
 
@@ -251,52 +260,60 @@ class TraceView:
         return by_name.used(codes, len(uniques))
 
     def _attach_sources(self, host: dict[str, Any]) -> None:
+        """Source line (``src_*``) and ``module`` of every host row, from the labels and frames around it.
+
+        Each distinct name is parsed once, into a *site* number (a file, line and function); rows then take
+        their ancestor's site by index, and the text columns are Categoricals of the sites' texts.
+        """
         is_python = np.asarray(host["cat"] == "python_function")
         parent = host["parent"]
         depth = host["depth"]
         n = len(parent)
-        # Parse each distinct name once; events then take their ancestor's values by index.
-        labels = self.host_names(_source_label)
-        frames = self.host_names(_user_frame)
-        modules = self.host_names(parse_module_name)
-        is_src = labels != None  # noqa: E711 - elementwise
-        is_user_py = (frames != None) & is_python  # noqa: E711
-        is_module = modules != None  # noqa: E711
-        files = np.full(n, "", dtype=object)
-        lines = np.full(n, -1, "int64")
-        funcs = np.full(n, "", dtype=object)
-        for rows, parsed in ((np.flatnonzero(is_src), labels), (np.flatnonzero(is_user_py), frames)):
-            if len(rows):
-                triples = parsed[rows].tolist()
-                files[rows] = [t[0] for t in triples]
-                lines[rows] = [t[1] for t in triples]
-                funcs[rows] = [t[2] for t in triples]
-        module = np.where(is_module, modules, "").astype(object)
-        exact = np.zeros(n, bool)
+        codes, uniques = self._host_codes()
+        sites: dict[tuple[str, int, str], int] = {("", -1, ""): 0}  # site 0: none
+        modules: dict[str, int] = {"": 0}
+        per_name = np.zeros((4, len(uniques) + 1), "int64")  # label site, frame site, module, is a module
+        is_label = np.zeros(len(uniques) + 1, bool)
+        for i in self._host_used:
+            name = uniques[i]
+            label, frame, module = _source_label(name), _user_frame(name), parse_module_name(name)
+            if label is not None:
+                is_label[i] = True
+                per_name[0, i] = sites.setdefault(label, len(sites))
+            if frame is not None:
+                per_name[1, i] = sites.setdefault(frame, len(sites))
+            if module is not None:
+                per_name[2, i], per_name[3, i] = modules.setdefault(module, len(modules)), 1
+        row = np.where(codes >= 0, codes, len(uniques))
+        is_src = is_label[row]
+        is_user_py = (per_name[1][row] > 0) & is_python
+        is_module = per_name[3][row] > 0
+        site = np.where(is_src, per_name[0][row], np.where(is_user_py, per_name[1][row], 0))
         src_idx = intervals.enclosing(parent, depth, is_src)
         src_idx[is_src] = np.flatnonzero(is_src)
         py_idx = intervals.enclosing(parent, depth, is_user_py)
         mod_idx = intervals.enclosing(parent, depth, is_module)
         take = (src_idx >= 0) & ~is_src
-        files[take], lines[take], funcs[take] = files[src_idx[take]], lines[src_idx[take]], funcs[src_idx[take]]
-        exact[src_idx >= 0] = True
+        site[take] = site[src_idx[take]]
+        exact = src_idx >= 0
         fallback = (~exact) & (py_idx >= 0)
-        files[fallback], lines[fallback], funcs[fallback] = (
-            files[py_idx[fallback]], lines[py_idx[fallback]], funcs[py_idx[fallback]])
-        own = mod_idx >= 0
-        module[own & ~is_module] = module[mod_idx[own & ~is_module]]
-        via = np.full(n, "", dtype=object)
-        self._backward_to_forward(host, parent, depth, files, lines, funcs, exact, via)
-        host["src_file"] = files
-        host["src_line"] = lines
-        host["src_func"] = funcs
+        site[fallback] = site[py_idx[fallback]]
+        module = np.where(is_module, per_name[2][row], 0)
+        inherit = (mod_idx >= 0) & ~is_module
+        module[inherit] = module[mod_idx[inherit]]
+        site_list = list(sites)
+        site_lines = np.array([s[1] for s in site_list], "int64")
+        via = self._backward_to_forward(host, parent, depth, site, site_lines, exact)
+        host["src_file"] = _coded([s[0] for s in site_list], site)
+        host["src_line"] = site_lines[site]
+        host["src_func"] = _coded([s[2] for s in site_list], site)
         host["src_exact"] = exact
-        host["src_via"] = via
-        host["module"] = module
+        host["src_via"] = _coded(["", "backward"], via.astype("int8"))
+        host["module"] = _coded(list(modules), module)
 
-    def _backward_to_forward(self, host: dict[str, Any], parent: np.ndarray, depth: np.ndarray, files: np.ndarray,
-                             lines: np.ndarray, funcs: np.ndarray, exact: np.ndarray, via: np.ndarray) -> None:
-        """Give backward ops the source line of the forward op they differentiate.
+    def _backward_to_forward(self, host: dict[str, Any], parent: np.ndarray, depth: np.ndarray, site: np.ndarray,
+                             site_lines: np.ndarray, exact: np.ndarray) -> np.ndarray:
+        """Give backward ops the source line of the forward op they differentiate; returns which rows got one.
 
         Autograd runs ``autograd::engine::evaluate_function: XBackward0`` with the
         sequence number of the forward op that recorded X; everything below it
@@ -304,14 +321,15 @@ class TraceView:
         than to the ``loss.backward()`` call.
         """
         seq = host["seq"]
+        via = np.zeros(len(seq), bool)
         is_op = np.asarray(host["cat"] == "cpu_op")
         is_bwd = self.host_names(_is_backward_function, bool) & (seq >= 0)
         if not is_bwd.any():
-            return
+            return via
         under_bwd = intervals.enclosing(parent, depth, is_bwd)
-        forward = is_op & ~is_bwd & (under_bwd < 0) & (seq >= 0) & (lines >= 0)
+        forward = is_op & ~is_bwd & (under_bwd < 0) & (seq >= 0) & (site_lines[site] >= 0)
         if not forward.any():
-            return
+            return via
         fwd_rows = np.flatnonzero(forward)
         order = np.argsort(seq[fwd_rows], kind="stable")
         fwd_seq = seq[fwd_rows][order]
@@ -323,21 +341,22 @@ class TraceView:
         match = has & (fwd_seq[k] == seq[np.maximum(owner, 0)])
         src = fwd_rows[k[match]]
         rows = np.flatnonzero(match)
-        files[rows], lines[rows], funcs[rows], exact[rows] = files[src], lines[src], funcs[src], exact[src]
-        via[rows] = "backward"
+        site[rows], exact[rows] = site[src], exact[src]
+        via[rows] = True
+        return via
 
     def _attach_phases(self, host: dict[str, Any]) -> None:
         from advisor.analyze.phases import PHASE_ORDER
 
         ts = host["ts"]
-        phase = np.full(len(ts), "", dtype=object)
-        for name in reversed(PHASE_ORDER):  # highest priority last, so it wins
+        phase = np.zeros(len(ts), "int8")  # codes into ("", *PHASE_ORDER)
+        for code, name in reversed(list(enumerate(PHASE_ORDER, 1))):  # highest priority last, so it wins
             s, e = self.phase_intervals.get(name, (np.empty(0, "int64"), np.empty(0, "int64")))
             if len(s):
                 k = np.searchsorted(s, ts, side="right") - 1
                 inside = (k >= 0) & (ts < e[np.maximum(k, 0)])
-                phase[inside] = name
-        host["phase"] = phase
+                phase[inside] = code
+        host["phase"] = _coded(["", *PHASE_ORDER], phase)
 
     @cached_property
     def phase_evidence(self) -> dict[str, tuple[str, pd.DataFrame]]:
