@@ -96,13 +96,13 @@ class GpuLinks:
         """The kernels that start inside the window."""
         ops = self.ops
         ts = ops["ts"].to_numpy()
-        return ops[(ops["cat"] == "kernel").to_numpy() & (ts >= self.lo) & (ts < self.hi)]
+        return _where(ops, (ops["cat"] == "kernel").to_numpy() & (ts >= self.lo) & (ts < self.hi))
 
     @cached_property
     def in_window(self) -> pd.DataFrame:
         """The ops that overlap the window."""
         ops = self.ops
-        return ops[(ops["end"].to_numpy() > self.lo) & (ops["ts"].to_numpy() < self.hi)]
+        return _where(ops, (ops["end"].to_numpy() > self.lo) & (ops["ts"].to_numpy() < self.hi))
 
     @cached_property
     def device(self) -> int | None:
@@ -113,7 +113,12 @@ class GpuLinks:
     def device_ops(self) -> pd.DataFrame:
         """The ops of :attr:`device` that overlap the window, numbered from 0."""
         ops = self.in_window
-        return ops[ops["device"].to_numpy() == self.device].reset_index(drop=True)
+        return _where(ops, ops["device"].to_numpy() == self.device).reset_index(drop=True)
+
+
+def _where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """The rows in ``mask``; the frame itself (no copy) when that is all of them."""
+    return frame if mask.all() else frame[mask]
 
 
 def primary_device(ops: pd.DataFrame) -> int:
