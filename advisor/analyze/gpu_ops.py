@@ -172,11 +172,18 @@ def _first_rows(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.nd
 _HOST_COLS = ("op", "op_inner", "src_file", "src_line", "src_func", "module", "phase")
 
 
-def _host_values(view: TraceView, context: dict[str, np.ndarray], col: str) -> np.ndarray:
-    """One of :data:`_HOST_COLS` for every host row."""
+def _host_values(view: TraceView, context: dict[str, np.ndarray], col: str, rows: np.ndarray) -> np.ndarray:
+    """One of :data:`_HOST_COLS` at these host rows ("" or -1 where a row is -1)."""
+    missing = -1 if col == "src_line" else ""
     if col in context:
-        return context[col]
-    return view.host[col].to_numpy(dtype="int64" if col == "src_line" else object)
+        return _at(context[col], rows, missing)
+    column = view.host[col]
+    if isinstance(column.dtype, pd.CategoricalDtype):  # the codes at the rows, then their texts: no full-length copy
+        labels = np.append(np.asarray(column.cat.categories, dtype=object), "")
+        codes = column.cat.codes.to_numpy()
+        return labels[np.where(rows >= 0, codes[np.maximum(rows, 0)], len(labels) - 1)] if len(codes) else \
+            np.full(len(rows), missing, dtype=object)
+    return _at(column.to_numpy(), rows, missing)
 
 
 def _attach_host(frame: dict[str, np.ndarray], view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -197,7 +204,7 @@ def _attach_host(frame: dict[str, np.ndarray], view: TraceView, context: dict[st
     for col in ("ts", "end", "tid"):
         out[f"launch_{col}"] = _at(host[col].to_numpy(), launch, -1)
     for col in _HOST_COLS:
-        out[col] = _at(_host_values(view, context, col), anchor, -1 if col == "src_line" else "")
+        out[col] = _host_values(view, context, col, anchor)
     op_row = _at(context["op_row"], anchor, -1)
     out["input_types"] = _at(_texts(host["input_types"]), op_row, "")
     out["step"] = view.step_of(frame["ts"])
@@ -247,7 +254,7 @@ def _host_syncs(view: TraceView, context: dict[str, np.ndarray], ops: pd.DataFra
     out = {"row": rows, "name": context["name"][rows], "sync": kind[rows].astype(object), "ts": ts,
            "end": host["end"].to_numpy()[rows], "dur": host["dur"].to_numpy()[rows],
            "tid": host["tid"].to_numpy()[rows], "correlation": host["correlation"].to_numpy()[rows],
-           **{c: _host_values(view, context, c)[rows] for c in _HOST_COLS}}
+           **{c: _host_values(view, context, c, rows) for c in _HOST_COLS}}
     item = np.isin(out["op"], list(ITEM_OPS)) | np.isin(out["op_inner"], list(ITEM_OPS))
     return pd.DataFrame({**out, "item": item, "step": view.step_of(ts)}, copy=False)
 

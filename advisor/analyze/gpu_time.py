@@ -224,7 +224,7 @@ def _idle_host_ops(view: TraceView, gaps: pd.DataFrame, links: GpuLinks, idle: i
     overlap = overlap[overlap > 0]
     if len(rows) == 0:
         return []
-    keys = [view.host_name_texts[rows], *(host[c].to_numpy()[rows] for c in ("src_file", "src_line", "src_func"))]
+    keys = [view.host_name_texts[rows], *(host[c].iloc[rows].to_numpy() for c in ("src_file", "src_line", "src_func"))]
     ids, n = groups.group_ids(*keys)
     ns = groups.sums(ids, n, overlap)
     calls = np.bincount(ids, minlength=n)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from advisor.analyze import groups
 from advisor.analyze.common import NS_PER_MS, site, step_ms
@@ -60,6 +61,11 @@ def _dominant(name: np.ndarray, weight: np.ndarray, keys: list[np.ndarray], mask
     return out
 
 
+def _codes(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A Categorical column's codes at ``rows`` and its categories (texts are looked up only for the results)."""
+    return column.cat.codes.to_numpy()[rows], np.asarray(column.cat.categories, dtype=object)
+
+
 @analyzer("operators", needs=("cpu_op",), provides=PROVIDES)
 def operators(view: TraceView) -> dict[str, Any]:
     """Operators by self time, each with the call site and module that account for most of it."""
@@ -69,41 +75,41 @@ def operators(view: TraceView) -> dict[str, Any]:
         return {}
     steps = max(view.step_count, 1)
     mean_step = step_ms(view)
-    codes = host["name"].cat.codes.to_numpy()[rows]
-    labels = np.asarray(host["name"].cat.categories, dtype=object)
-    name = labels[codes]
+    codes, labels = _codes(host["name"], rows)
     self_ns = host["self_ns"].to_numpy()[rows]
-    col = {c: host[c].to_numpy()[rows] for c in ("src_file", "src_line", "src_func", "module", "phase")}
+    (file, files), (func, funcs) = _codes(host["src_file"], rows), _codes(host["src_func"], rows)
+    (module, modules), (phase, phases) = _codes(host["module"], rows), _codes(host["phase"], rows)
+    line = host["src_line"].to_numpy()[rows]
     # by name, in name order (a sorted groupby), then by self time (pandas' default sort, for the same ties)
     count = np.bincount(codes, minlength=len(labels))
     seen = np.flatnonzero(count)
     total = groups.sums(codes, len(labels), self_ns)[seen]
     calls = count[seen]
     top = groups.by_weight(total, "quicksort")[:TOP_N]
-    located = col["src_line"] >= 0
-    where = _dominant(name, self_ns, [col["src_file"], col["src_line"], col["src_func"]], located) \
-        if located.any() else {}
-    in_module = col["module"] != ""
-    module = _dominant(name, self_ns, [col["module"]], in_module) if in_module.any() else {}
-    in_phase = col["phase"] != ""
-    phase = _dominant(name, self_ns, [col["phase"]], in_phase) if in_phase.any() else {}
+    located = line >= 0
+    where = _dominant(codes, self_ns, [file, line, func], located) if located.any() else {}
+    in_module = modules[module] != ""
+    by_module = _dominant(codes, self_ns, [module], in_module) if in_module.any() else {}
+    in_phase = phases[phase] != ""
+    by_phase = _dominant(codes, self_ns, [phase], in_phase) if in_phase.any() else {}
     out_rows = []
     for k in top:
-        op = labels[seen[k]]
+        op = seen[k]
         self_ms = total[k] / steps / NS_PER_MS
         row = {
-            "name": op, "calls_per_step": calls[k] / steps, "self_ms": self_ms,
+            "name": labels[op], "calls_per_step": calls[k] / steps, "self_ms": self_ms,
             "share": self_ms / mean_step if mean_step else 0.0,
             "avg_us": total[k] / calls[k] / 1e3, "file": "", "line": -1, "function": "", "site": "",
             "site_share": 0.0, "module": "", "phase": "",
         }
         if op in where:
-            (file, line, func), frac = where[op]
-            row.update(file=file, line=int(line), function=func, site=site(file, int(line), func), site_share=float(frac))
-        if op in module:
-            row["module"] = module[op][0][0]
-        if op in phase:
-            row["phase"] = phase[op][0][0]
+            (f, ln, fn), frac = where[op]
+            row.update(file=files[f], line=int(ln), function=funcs[fn], site=site(files[f], int(ln), funcs[fn]),
+                       site_share=float(frac))
+        if op in by_module:
+            row["module"] = modules[by_module[op][0][0]]
+        if op in by_phase:
+            row["phase"] = phases[by_phase[op][0][0]]
         out_rows.append(row)
     durs = host["dur"].to_numpy()[rows][host["op_top"].to_numpy()[rows]]
     return {
