@@ -15,7 +15,9 @@ and derives, once and lazily, what several analyzers need:
     ``module`` path. Of the events' columns it carries only
     :data:`HOST_COLUMNS` (``cat`` and ``name`` stay Categoricals); ``event``
     is each row's index in ``events``, for any other column
-    (:meth:`TraceView.host_column`).
+    (:meth:`TraceView.host_column`). Texts (``src_file``, ``src_func``,
+    ``src_via``, ``module``, ``phase``) are Categoricals; row numbers
+    (``event``, ``parent``), ``depth`` and ``step`` are int32.
 ``phase_intervals``
     phase -> merged (starts, ends) on the main thread; see :mod:`.phases`.
 ``gpu``
@@ -199,12 +201,12 @@ class TraceView:
         rows = np.flatnonzero(e["cat"].isin(HOST_CATS).to_numpy())
         # Every column is made first and the frame built once: setting a column on a frame copies the array.
         host: dict[str, Any] = {c: _take(e[c], rows) for c in HOST_COLUMNS if c in e}
-        host["event"] = rows
+        host["event"] = rows.astype("int32")  # row numbers: int32 (a trace of 2**31 events would not fit anyway)
         # Name tests run once per distinct name, on the codes the loader's Categorical already has.
         self._host_name_codes = by_name.codes_and_uniques(pd.Series(host["name"], copy=False))
         n = len(rows)
-        parent = np.full(n, -1, "int64")
-        depth = np.zeros(n, "int64")
+        parent = np.full(n, -1, "int32")
+        depth = np.zeros(n, "int32")
         self_ns = np.zeros(n, "int64")
         ts, end, dur = host["ts"], host["end"], host["dur"]
         tids = host["tid"]
@@ -225,7 +227,7 @@ class TraceView:
         host["depth"] = depth
         host["self_ns"] = self_ns
         host["op_top"] = op_top
-        host["step"] = self.step_of(ts)
+        host["step"] = self.step_of(ts).astype("int32")
         self._attach_sources(host)
         self._attach_phases(host)
         return pd.DataFrame(host, copy=False)

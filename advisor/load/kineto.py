@@ -13,8 +13,10 @@ One :class:`KinetoTrace` per file. Its tables:
     name           category   event name
     ts, dur, end   int64 ns   start, duration and end, on the trace's clock
     pid, tid       int64      process and thread; for GPU events device and stream
-    ...            per ARGS   selected ``args``: int64 (-1 where absent), float64
-                              (NaN) or text as a Categorical ("" where absent)
+    ...            per ARGS   selected ``args``: int64 (-1 where absent; int32 for
+                              the small numbers in INT32_COLUMNS: device, stream,
+                              wait_stream, group_size), float64 (NaN) or text as a
+                              Categorical ("" where absent)
     =============  =========  ====================================================
 
     The ``args`` columns (see :data:`ARGS`) that link and describe events:
@@ -85,7 +87,7 @@ import pandas as pd
 from advisor.errors import TraceError
 from advisor.load.json_stream import read_array
 
-__all__ = ["ALL_ARGS", "ARGS", "CATEGORY_ALIASES", "EXTRA_ARGS", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
+__all__ = ["ALL_ARGS", "ARGS", "CATEGORY_ALIASES", "EXTRA_ARGS", "INT32_COLUMNS", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
 
 #: Old and vendor category names, mapped to the names current Kineto writes.
 CATEGORY_ALIASES: dict[str, str] = {
@@ -152,6 +154,16 @@ EXTRA_ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "module_hierarchy": (("Module Hierarchy",), "str"),
 }
 ALL_ARGS = {**ARGS, **EXTRA_ARGS}
+
+#: small-number ``args`` columns kept as int32 (a value outside int32 is not a device, stream or group size: -1)
+INT32_COLUMNS = ("device", "stream", "wait_stream", "group_size")
+
+
+def to_int32(values: np.ndarray) -> np.ndarray:
+    """int64 -> int32, with -1 for what does not fit."""
+    fits = (values >= np.iinfo("int32").min) & (values <= np.iinfo("int32").max)
+    return np.where(fits, values, -1).astype("int32")
+
 
 #: GPU-side categories, whose ``stream`` is a device stream
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotation")
@@ -370,6 +382,9 @@ def _events_table(columns: Any, base_us: int) -> pd.DataFrame:
             data[column] = _joined(chunks, column, {"int": "int64", "float": "float64"}[kind])[order]
     if "stream" in data:
         data["stream"][data["stream"] == _NO_STREAM[0]] = -1
+    for column in INT32_COLUMNS:
+        if column in data:
+            data[column] = to_int32(data[column])
     data["end"] = end[order]
     return pd.DataFrame(data, copy=False)  # the arrays are ours: no second copy of every column
 

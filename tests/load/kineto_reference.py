@@ -21,7 +21,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from advisor.load.kineto import ARGS, CATEGORY_ALIASES, OWN_LABEL_PREFIX, KinetoTrace
+from advisor.load.kineto import ARGS, CATEGORY_ALIASES, INT32_COLUMNS, OWN_LABEL_PREFIX, KinetoTrace
 
 _NO_STREAM = (4294967295, 0xFFFFFFFFFFFFFFFF)
 _INT_IN_TEXT = re.compile(r"(0x[0-9a-fA-F]+|-?\d+)")
@@ -127,6 +127,10 @@ def _events_table(complete: list[dict], base_us: int, args: Mapping[str, tuple[t
             columns[column] = pd.Categorical([_text(v) for v in raw])
     frame = pd.DataFrame(columns)
     frame.loc[frame["stream"].isin(_NO_STREAM), "stream"] = -1
+    for column in INT32_COLUMNS:  # small numbers: -1 for anything outside int32
+        if column in frame:
+            frame[column] = [v if -(2**31) <= v < 2**31 else -1 for v in frame[column].tolist()]
+            frame[column] = frame[column].astype("int32")
     frame["end"] = frame["ts"] + frame["dur"]
     frame = frame[frame["cat"] != "trace"]
     frame = frame.sort_values(["ts", "end"], ascending=[True, False], kind="stable").reset_index(drop=True)
