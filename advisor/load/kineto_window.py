@@ -1,9 +1,10 @@
 """Traces over the memory budget: analyse a window of their steps, and say so.
 
-The tables of a trace take about twice its JSON size in memory while it is
-analysed (see bench/README.md), so a trace whose JSON text is larger than the
-budget (:data:`DEFAULT_BUDGET_MB`, or ``$ADVISOR_TRACE_BUDGET_MB``) is not
-loaded whole. Instead:
+An analysis takes about :data:`MEMORY_PER_JSON` times the trace's JSON size
+in memory, plus :data:`FIXED_MB` for the libraries (measured on the synthetic
+traces of bench/scale.py: 1.29 at 2 GB, 1.37 at 500 MB). A trace that would not
+fit the memory budget (``$ADVISOR_MEMORY_MB``, default :data:`DEFAULT_MEMORY_MB`)
+that way is not loaded whole. Instead:
 
 1. :func:`plan_window` reads the file once, cheaply: each piece of the
    ``traceEvents`` array is decoded into the few fields that place an event in
@@ -45,13 +46,16 @@ import orjson
 from advisor.errors import TraceError
 from advisor.load.json_stream import MalformedPiece, error_position, read_array
 
-__all__ = ["BUDGET_ENV", "DEFAULT_BUDGET_MB", "META_KEY", "Window", "budget_bytes", "json_size", "piece_key",
-           "plan_window"]
+__all__ = ["DEFAULT_MEMORY_MB", "FIXED_MB", "MEMORY_ENV", "MEMORY_PER_JSON", "META_KEY", "Window", "budget_bytes",
+           "json_size", "memory_budget_mb", "piece_key", "plan_window"]
 
-BUDGET_ENV = "ADVISOR_TRACE_BUDGET_MB"
-#: JSON megabytes analysed whole: peak memory is about 1.5 times the JSON size plus 85 MB of libraries
-#: (bench/README.md), so about 1.6 GB here, well inside 3 GB for traces with more GPU ops per MB
-DEFAULT_BUDGET_MB = 1024
+MEMORY_ENV = "ADVISOR_MEMORY_MB"
+#: the memory an analysis may take, in MB
+DEFAULT_MEMORY_MB = 3072
+#: peak memory per byte of JSON analysed (1.29 measured at 2 GB; the rest is margin for traces with more GPU ops)
+MEMORY_PER_JSON = 1.4
+#: memory that does not grow with the trace: interpreter and libraries (85 MB), and slack
+FIXED_MB = 128
 META_KEY = "advisor_window"
 STEP_PREFIX = "ProfilerStep#"
 STEP_BYTES = STEP_PREFIX.encode()
@@ -72,6 +76,8 @@ class Window:
     lo_us: float
     hi_us: float
     json_mb: float
+    #: the memory budget (MB), and the JSON it allows to be analysed (MB)
+    memory_mb: float
     budget_mb: float
     #: ProfilerStep numbers analysed, and how many steps the trace has (0: it has none)
     steps: list[int] = field(default_factory=list)
@@ -83,8 +89,9 @@ class Window:
 
     def note(self) -> str:
         """One sentence for the report: what was analysed, and why."""
-        why = (f"the trace holds {self.json_mb:,.0f} MB of JSON, more than the memory budget of "
-               f"{self.budget_mb:,.0f} MB (set ${BUDGET_ENV} to analyse more)")
+        why = (f"the trace holds {self.json_mb:,.0f} MB of JSON, and analysed whole it would take about "
+               f"{FIXED_MB + self.json_mb * MEMORY_PER_JSON:,.0f} MB of memory, more than the budget of "
+               f"{self.memory_mb:,.0f} MB (set ${MEMORY_ENV} to analyse more)")
         if self.steps:
             first, last = self.steps[0], self.steps[-1]
             which = (f"{f'step #{first}' if len(self.steps) == 1 else f'steps #{first} to #{last}'} "
@@ -101,18 +108,24 @@ class Window:
         return out
 
 
-def budget_bytes() -> int:
-    """The JSON size analysed whole, from ``$ADVISOR_TRACE_BUDGET_MB`` or the default."""
-    text = os.environ.get(BUDGET_ENV, "").strip()
+def memory_budget_mb() -> float:
+    """The memory an analysis may take, from ``$ADVISOR_MEMORY_MB`` or the default."""
+    text = os.environ.get(MEMORY_ENV, "").strip()
     if not text:
-        return DEFAULT_BUDGET_MB << 20
+        return float(DEFAULT_MEMORY_MB)
     try:
         mb = float(text)
     except ValueError:
-        raise TraceError(Path(f"${BUDGET_ENV}"), f"is {text!r}, not a number of megabytes") from None
-    if not mb > 0:
-        raise TraceError(Path(f"${BUDGET_ENV}"), f"is {text!r}; give a positive number of megabytes")
-    return int(mb * (1 << 20))
+        raise TraceError(Path(f"${MEMORY_ENV}"), f"is {text!r}, not a number of megabytes") from None
+    if not mb > FIXED_MB:
+        raise TraceError(Path(f"${MEMORY_ENV}"), f"is {text!r}; give more than {FIXED_MB} megabytes")
+    return mb
+
+
+def budget_bytes(memory_mb: float | None = None) -> int:
+    """The JSON size that can be analysed whole within the memory budget."""
+    memory_mb = memory_budget_mb() if memory_mb is None else memory_mb
+    return int((memory_mb - FIXED_MB) / MEMORY_PER_JSON * (1 << 20))
 
 
 def json_size(path: Path) -> int:
@@ -191,8 +204,10 @@ def _loose_row(event: Any) -> tuple[str, str, str, Any, float, float]:
 
 def plan_window(path: Path, budget: int | None = None,
                 on_progress: Callable[[int, int], None] | None = None) -> Window | None:
-    """The window to analyse when ``path``'s JSON is larger than ``budget`` bytes; None to load it whole."""
-    budget = budget_bytes() if budget is None else budget
+    """The window to analyse when ``path``'s JSON is larger than ``budget`` bytes (default: what the memory
+    budget allows, :func:`budget_bytes`); None to load it whole."""
+    memory_mb = memory_budget_mb() if budget is None else FIXED_MB + budget / (1 << 20) * MEMORY_PER_JSON
+    budget = budget_bytes(memory_mb) if budget is None else budget
     if json_size(path) <= budget:
         return None
     scan = _Scan()
@@ -217,7 +232,8 @@ def plan_window(path: Path, budget: int | None = None,
     lo, hi, steps = window
     kept = int(np.searchsorted(starts, hi, side="left") - np.searchsorted(starts, lo, side="left"))
     skip = {i: key for i, (key, first, last) in enumerate(scan.pieces) if last <= lo or first >= hi}
-    return Window(lo_us=lo, hi_us=hi, json_mb=scan.json_bytes / (1 << 20), budget_mb=budget / (1 << 20),
+    return Window(lo_us=lo, hi_us=hi, json_mb=scan.json_bytes / (1 << 20), memory_mb=memory_mb,
+                  budget_mb=budget / (1 << 20),
                   steps=[s[0] for s in steps], total_steps=_main_thread_steps(scan.steps)[1], events=kept,
                   total_events=len(starts), skip=skip)
 

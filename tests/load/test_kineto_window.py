@@ -13,7 +13,7 @@ from advisor.engine.rulebook import RuleBook
 from advisor.errors import TraceError
 from advisor.load import json_stream
 from advisor.load.kineto import load_kineto
-from advisor.load.kineto_window import BUDGET_ENV, budget_bytes, json_size, plan_window
+from advisor.load.kineto_window import FIXED_MB, MEMORY_ENV, MEMORY_PER_JSON, budget_bytes, json_size, plan_window
 from advisor.pipeline import analyze_traces, diagnose_findings, load_traces
 from conftest import fixture_path
 
@@ -82,7 +82,7 @@ def test_a_window_holds_the_full_loads_events_that_overlap_it(skip: bool, monkey
 
 def test_the_report_says_which_steps_were_analysed_and_why(monkeypatch) -> None:
     path = fixture_path("kineto", V100)
-    monkeypatch.setenv(BUDGET_ENV, str(json_size(path) / 2 / (1 << 20)))
+    monkeypatch.setenv(MEMORY_ENV, str(FIXED_MB + json_size(path) / 2 / (1 << 20) * MEMORY_PER_JSON))
     traces = load_traces([path])
     findings = analyze_traces(traces)
     facts = findings.values()
@@ -90,7 +90,7 @@ def test_the_report_says_which_steps_were_analysed_and_why(monkeypatch) -> None:
     assert facts["trace.partial"] is True and facts["trace.total_steps"] == 5
     assert facts["steps.count"] == len(window["steps"])
     assert facts["trace.analysed_steps"].startswith(f"only step")
-    assert f"${BUDGET_ENV}" in facts["trace.analysed_steps"]
+    assert f"${MEMORY_ENV}" in facts["trace.analysed_steps"]
     assert any(window["note"] in note for note in findings.notes)
     verdict = diagnose_findings(findings, RuleBook.load([])).verdict
     assert verdict.missing[0] == facts["trace.analysed_steps"]
@@ -103,13 +103,15 @@ def test_a_whole_trace_is_not_partial() -> None:
 
 
 def test_budget_from_the_environment(monkeypatch) -> None:
-    monkeypatch.setenv(BUDGET_ENV, "1.5")
-    assert budget_bytes() == int(1.5 * (1 << 20))
-    monkeypatch.setenv(BUDGET_ENV, "lots")
+    monkeypatch.delenv(MEMORY_ENV, raising=False)
+    assert budget_bytes() == int((3072 - FIXED_MB) / MEMORY_PER_JSON * (1 << 20))  # about 2.05 GiB of JSON
+    monkeypatch.setenv(MEMORY_ENV, str(FIXED_MB + 14))
+    assert budget_bytes() == int(10 * (1 << 20))
+    monkeypatch.setenv(MEMORY_ENV, "lots")
     with pytest.raises(TraceError, match="not a number of megabytes"):
         budget_bytes()
-    monkeypatch.setenv(BUDGET_ENV, "0")
-    with pytest.raises(TraceError, match="positive"):
+    monkeypatch.setenv(MEMORY_ENV, "64")
+    with pytest.raises(TraceError, match="more than"):
         budget_bytes()
 
 
