@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measure import DEFAULT_HTA_PYTHON, HERE, Series, load_average, machine, run_measured  # noqa: E402
+from measure import DEFAULT_HTA_PYTHON, HERE, Series, load_average, machine, run_measured, warm_up  # noqa: E402
 from synth import DEFAULT_SOURCE, parse_size, size_label, synthetic_trace  # noqa: E402
 
 DEFAULT_SIZES = ("100MB", "500MB", "2GB")
@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = sorted(args.size or [parse_size(s) for s in DEFAULT_SIZES])
     started = machine()
+    for tool in ["advisor"] + (["hta"] if args.peer else []):  # untimed: byte-compiles the modules
+        warm_up(tool, args.source, args.hta_python if tool == "hta" else sys.executable)
     rows = []
     for size in sizes:
         trace = synthetic_trace(size, args.workdir, args.source, log=lambda m: print(m, file=sys.stderr))
