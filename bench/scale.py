@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             first = series.runs[0].figures
             rows.append({"size": size_label(size), "tool": tool, "json_mb": size / 1e6,
                          "gzip_mb": trace.stat().st_size / 1e6, "events": first.get("events"),
+                         "window": first.get("window"),
                          **{k: series.median(k) for k in ("work_s", "load_s", "wall_s", "peak_rss_mb")},
                          **({"analyze_s": series.median("analyze_s"), "rules_s": series.median("rules_s")}
                             if tool == "advisor" else {})})
@@ -78,6 +79,9 @@ def report(result: dict) -> str:
         lines.append(f"{r['size']:>6} {r['tool']:8} {r['events'] or 0:>10,} {r['work_s']:>8.1f} {r['load_s']:>8.1f} "
                      f"{r['json_mb'] / r['work_s']:>7.1f} {per:>11.2f} {r['peak_rss_mb']:>11.0f} "
                      f"{r['peak_rss_mb'] / r['json_mb']:>8.2f}")
+    for r in result["rows"]:
+        if r.get("window"):
+            lines.append(f"{r['size']}: {r['window']}")
     adv = [r for r in result["rows"] if r["tool"] == "advisor"]
     if len(adv) > 1:
         small, big = adv[0], adv[-1]
