@@ -20,7 +20,6 @@ from advisor.engine.evaluate import Diagnosis, Outcome, evaluate_rules
 from advisor.engine.rulebook import RuleBook
 from advisor.errors import TraceError
 from advisor.load.kineto import KinetoTrace, load_kineto
-from advisor.load.kineto_window import META_KEY as WINDOW_KEY
 from advisor.load.ncu_tables import NcuReport
 from advisor.progress import Progress
 from advisor.report.verdict import Verdict, judge
@@ -76,8 +75,10 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
     view = TraceView(primary, run_meta)
     with Progress(f"Analysing {primary.path.name}") as bar:
         findings = run_analyzers(view, "framework", evidence=str(primary.path), on_progress=bar.update)
+    from advisor.load.kineto_window import META_KEY
+
     for trace in traces:  # traces over the memory budget were analysed on a window of steps: say so
-        window = trace.meta.get(WINDOW_KEY)
+        window = trace.meta.get(META_KEY)
         if window:
             findings.notes.append(f"{trace.path.name}: {window['note']}")
     if len(traces) > 1:
