@@ -22,7 +22,6 @@ from advisor.errors import TraceError
 from advisor.load.kineto import KinetoTrace, load_kineto
 from advisor.load.ncu_tables import NcuReport
 from advisor.progress import Progress
-from advisor.report.model import build_report_data
 from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
 
@@ -52,11 +51,19 @@ def find_kineto_traces(path: Path) -> list[Path]:
 
 
 def load_traces(paths: Iterable[Path]) -> list[KinetoTrace]:
-    """Load each trace (a progress bar on a terminal when it takes more than a second)."""
+    """Load each trace (a progress bar on a terminal when it takes more than a second).
+
+    A trace over the memory budget is read twice: once to pick a window of steps that fits, then for the
+    window's events only (see :mod:`advisor.load.kineto_window`).
+    """
+    from advisor.load.kineto_window import plan_window
+
     traces = []
     for p in paths:
+        with Progress(f"Scanning {p.name} (over the memory budget)") as bar:
+            window = plan_window(p, on_progress=bar.update)
         with Progress(f"Loading {p.name}") as bar:
-            traces.append(load_kineto(p, on_progress=bar.update))
+            traces.append(load_kineto(p, on_progress=bar.update, window=window))
     return sorted(traces, key=lambda t: t.rank)
 
 
@@ -68,6 +75,12 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
     view = TraceView(primary, run_meta)
     with Progress(f"Analysing {primary.path.name}") as bar:
         findings = run_analyzers(view, "framework", evidence=str(primary.path), on_progress=bar.update)
+    from advisor.load.kineto_window import META_KEY
+
+    for trace in traces:  # traces over the memory budget were analysed on a window of steps: say so
+        window = trace.meta.get(META_KEY)
+        if window:
+            findings.notes.append(f"{trace.path.name}: {window['note']}")
     if len(traces) > 1:
         # GPU figures across ranks (imbalance, straggler, collective wait): see advisor.analyze.gpu_ranks
         views = [view, *(TraceView(t, run_meta) for t in traces[1:])]
@@ -142,7 +155,9 @@ def save(run: RunDir, diagnosed: Diagnosed) -> None:
 
 def render_run(run: RunDir) -> dict[str, Path]:
     """Write report.md and report.html from the run directory's own files."""
-    from advisor.report.render import write_reports  # jinja2 only when reports are written
+    # The report modules (jinja2, matplotlib, networkx) only when reports are written: the work before needs none.
+    from advisor.report.model import build_report_data
+    from advisor.report.render import write_reports
 
     return write_reports(build_report_data(run), run.path)
 

@@ -36,8 +36,10 @@ def run_advisor(trace: Path) -> dict[str, float]:
     t2 = time.perf_counter()
     diagnosed = diagnose_findings(findings, RuleBook.load([]))
     t3 = time.perf_counter()
+    window = traces[0].meta.get("advisor_window")  # a trace over the memory budget: a window of its steps
     return {"import_s": t0 - started, "load_s": t1 - t0, "analyze_s": t2 - t1, "rules_s": t3 - t2, "work_s": t3 - t0,
-            "events": len(traces[0].events), "diagnoses": len(diagnosed.diagnoses)}
+            "events": len(traces[0].events), "diagnoses": len(diagnosed.diagnoses),
+            "window": window["note"] if window else None}
 
 
 def run_hta(trace: Path) -> dict[str, float]:

@@ -15,6 +15,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+#: where the measured processes keep their byte-compiled modules (see :func:`run_measured`)
+PYCACHE = HERE / "out" / "pycache"
 #: the interpreter that has Holistic Trace Analysis (see bench/README.md); --hta-python or $ADVISOR_BENCH_HTA_PYTHON
 DEFAULT_HTA_PYTHON = os.environ.get("ADVISOR_BENCH_HTA_PYTHON", "/work/hta-venv/bin/python")
 
@@ -39,8 +41,15 @@ class Series:
 
 def run_measured(tool: str, trace: Path, python: str, timeout_s: float = 3600) -> Run:
     """Run ``bench/children.py TOOL TRACE`` in a fresh process, from an empty folder (where no stray
-    ``hta.py`` can shadow a package); its wall time, figures, and its own peak RSS (``wait4``)."""
+    ``hta.py`` can shadow a package); its wall time, figures, and its own peak RSS (``wait4``).
+
+    Every tool runs with its modules byte-compiled, as an installed package's are (pip compiles them at
+    install): bytecode is written to and read from :data:`PYCACHE`, whatever ``$PYTHONDONTWRITEBYTECODE``
+    says, and the scripts make one untimed warm-up run of each tool first (:func:`warm_up`).
+    """
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
     if tool == "advisor":
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     with tempfile.TemporaryDirectory(prefix="bench-cwd-") as cwd, tempfile.TemporaryFile("w+") as out, \
@@ -69,6 +78,11 @@ def run_measured(tool: str, trace: Path, python: str, timeout_s: float = 3600) -
     if line is None:
         raise RuntimeError(f"{tool} on {trace.name} printed no figures: {stdout[-500:]} {stderr[-500:]}")
     return Run(json.loads(line[6:]), wall, usage.ru_maxrss / 1024.0)
+
+
+def warm_up(tool: str, trace: Path, python: str) -> None:
+    """One untimed run, which byte-compiles the tool's modules into :data:`PYCACHE`."""
+    run_measured(tool, trace, python)
 
 
 def load_average() -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measure import DEFAULT_HTA_PYTHON, REPO, Series, load_average, machine, run_measured  # noqa: E402
+from measure import DEFAULT_HTA_PYTHON, REPO, Series, load_average, machine, run_measured, warm_up  # noqa: E402
 
 FIXTURES = REPO.parent / "shared" / "fixtures" / "kineto"
 DEFAULT_TRACES = ("v100_resnet_single_rank.pt.trace.json.gz", "a100_ddp_nccl_rank0.pt.trace.json.gz")
@@ -32,6 +32,8 @@ def measure(traces: list[Path], runs: int, hta_python: str, with_peer: bool) -> 
     started = machine()
     tools = ["advisor", "orjson"] + (["hta"] if with_peer else [])
     series = {(t.name, tool): Series() for t in traces for tool in tools}
+    for tool in tools:  # untimed: byte-compiles each tool's modules, as an installed package has them
+        warm_up(tool, traces[0], hta_python if tool == "hta" else sys.executable)
     for i in range(runs):
         for trace in traces:  # interleaved: every tool sees the same machine state, run after run
             for tool in tools:

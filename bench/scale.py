@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from measure import DEFAULT_HTA_PYTHON, HERE, Series, load_average, machine, run_measured  # noqa: E402
+from measure import DEFAULT_HTA_PYTHON, HERE, Series, load_average, machine, run_measured, warm_up  # noqa: E402
 from synth import DEFAULT_SOURCE, parse_size, size_label, synthetic_trace  # noqa: E402
 
 DEFAULT_SIZES = ("100MB", "500MB", "2GB")
@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = sorted(args.size or [parse_size(s) for s in DEFAULT_SIZES])
     started = machine()
+    for tool in ["advisor"] + (["hta"] if args.peer else []):  # untimed: byte-compiles the modules
+        warm_up(tool, args.source, args.hta_python if tool == "hta" else sys.executable)
     rows = []
     for size in sizes:
         trace = synthetic_trace(size, args.workdir, args.source, log=lambda m: print(m, file=sys.stderr))
@@ -55,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             first = series.runs[0].figures
             rows.append({"size": size_label(size), "tool": tool, "json_mb": size / 1e6,
                          "gzip_mb": trace.stat().st_size / 1e6, "events": first.get("events"),
+                         "window": first.get("window"),
                          **{k: series.median(k) for k in ("work_s", "load_s", "wall_s", "peak_rss_mb")},
                          **({"analyze_s": series.median("analyze_s"), "rules_s": series.median("rules_s")}
                             if tool == "advisor" else {})})
@@ -76,6 +79,9 @@ def report(result: dict) -> str:
         lines.append(f"{r['size']:>6} {r['tool']:8} {r['events'] or 0:>10,} {r['work_s']:>8.1f} {r['load_s']:>8.1f} "
                      f"{r['json_mb'] / r['work_s']:>7.1f} {per:>11.2f} {r['peak_rss_mb']:>11.0f} "
                      f"{r['peak_rss_mb'] / r['json_mb']:>8.2f}")
+    for r in result["rows"]:
+        if r.get("window"):
+            lines.append(f"{r['size']}: {r['window']}")
     adv = [r for r in result["rows"] if r["tool"] == "advisor"]
     if len(adv) > 1:
         small, big = adv[0], adv[-1]

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.analyze import intervals, names as by_name
+from advisor.analyze import groups, intervals, names as by_name
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.gpu_time import primary_device
+from advisor.analyze.gpu_time import gpu_time  # noqa: F401 - registered before comm, as the findings have always been
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
 
@@ -54,33 +54,49 @@ PROVIDES = (
 
 def comm_overlap(ops: pd.DataFrame, lo: int, hi: int) -> tuple[int, int]:
     """(communication ns, ns of it overlapped by compute) for one device's ops inside [lo, hi)."""
-    ts, end, kind = ops["ts"].to_numpy("int64"), ops["end"].to_numpy("int64"), ops["kind"].to_numpy()
-    cs, ce = intervals.union(*intervals.clip(ts[kind == "comm"], end[kind == "comm"], lo, hi))
-    ps, pe = intervals.union(*intervals.clip(ts[kind == "compute"], end[kind == "compute"], lo, hi))
+    ts, end = ops["ts"].to_numpy("int64"), ops["end"].to_numpy("int64")
+    comm, compute = (ops["kind"] == "comm").to_numpy(), (ops["kind"] == "compute").to_numpy()
+    cs, ce = intervals.union(*intervals.clip(ts[comm], end[comm], lo, hi))
+    ps, pe = intervals.union(*intervals.clip(ts[compute], end[compute], lo, hi))
     both = intervals.intersect(cs, ce, ps, pe)
     return int((ce - cs).sum()), int((both[1] - both[0]).sum())
 
 
+def _collective(name: str) -> str:
+    m = _COLLECTIVE.search(name)
+    return m["name"] if m else "other"
+
+
 def _collectives(comm: pd.DataFrame, steps: int) -> list[dict[str, Any]]:
-    names = comm["name"].str.extract(_COLLECTIVE)["name"].fillna("other")
+    colls = by_name.mapped(comm["name"], _collective)
+    dur = comm["dur"].to_numpy()
+    keys = [comm[c].to_numpy(dtype=object if c != "src_line" else "int64") for c in ("op", "src_file", "src_line",
+                                                                                      "src_func")]
+    coll_ids, n_colls = groups.group_ids(colls)
     rows = []
-    for coll, part in comm.assign(coll=names.to_numpy()).groupby("coll", sort=False):
-        top = part.groupby(["op", "src_file", "src_line", "src_func"], sort=False)["dur"].sum().idxmax()
-        rows.append({"collective": coll, "per_step": len(part) / steps, "ms": part["dur"].sum() / steps / NS_PER_MS,
-                     "avg_us": part["dur"].mean() / 1e3, "op": top[0], "site": site(top[1], int(top[2]), top[3]),
-                     "file": top[1], "line": int(top[2])})
+    for k in range(n_colls):
+        part = np.flatnonzero(coll_ids == k)
+        ids, n = groups.group_ids(*(key[part] for key in keys))
+        best = groups.first_rows(ids, n)[int(np.argmax(groups.sums(ids, n, dur[part])))]
+        op, file, line, func = (key[part][best] for key in keys)
+        total = int(dur[part].sum())
+        rows.append({"collective": colls[part[0]], "per_step": len(part) / steps, "ms": total / steps / NS_PER_MS,
+                     "avg_us": total / len(part) / 1e3, "op": op, "site": site(file, int(line), func),
+                     "file": file, "line": int(line)})
     return sorted(rows, key=lambda r: -r["ms"])
 
 
 def _host_comm_ms(view: TraceView, lo: int, hi: int, steps: int) -> float:
     host = view.host
-    sel = host["cat"].isin(("cpu_op", "user_annotation")).to_numpy() & by_name.where(host["name"], _HOST_COMM.search)
-    part = host[sel & (host["ts"] >= lo) & (host["ts"] < hi)]
-    if len(part) == 0:
+    ts, end, tid = host["ts"].to_numpy(), host["end"].to_numpy(), host["tid"].to_numpy()
+    sel = np.flatnonzero(host["cat"].isin(("cpu_op", "user_annotation")).to_numpy()
+                         & view.host_names(_HOST_COMM.search, bool) & (ts >= lo) & (ts < hi))
+    if len(sel) == 0:
         return 0.0
     covered = 0
-    for _, rows in part.groupby("tid"):
-        covered += intervals.covered(rows["ts"].to_numpy(), rows["end"].to_numpy())
+    for t in np.unique(tid[sel]):
+        rows = sel[tid[sel] == t]
+        covered += intervals.covered(ts[rows], end[rows])
     return covered / steps / NS_PER_MS
 
 
@@ -96,11 +112,10 @@ def comm(view: TraceView) -> dict[str, Any]:
         out["comm.host_ms"] = host if host or out["comm.backend"] else None
         return out
     links = view.gpu
-    ops = links.ops[(links.ops["end"] > links.lo) & (links.ops["ts"] < links.hi)]
     out["comm.host_ms"] = _host_comm_ms(view, links.lo, links.hi, links.steps)
-    if len(ops) == 0:
+    if len(links.in_window) == 0:
         return out
-    ops = ops[ops["device"] == primary_device(ops)]
+    ops = links.device_ops
     comm_ops = ops[ops["kind"] == "comm"]
     if len(comm_ops) == 0:
         return out

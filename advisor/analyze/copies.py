@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.analyze import intervals
+from advisor.analyze import groups, intervals, names
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.registry import analyzer
@@ -49,33 +49,64 @@ PROVIDES = (
 )
 
 
-def _classify(copies: pd.DataFrame) -> pd.DataFrame:
-    parsed = copies["name"].str.extract(_NAME)
-    direction = parsed["dir"].fillna(copies["copy_kind"].where(copies["copy_kind"] != "", "unknown"))
-    sides = (parsed["src"].fillna("") + " " + parsed["dst"].fillna("")).str.lower()
-    memory = np.select([sides.str.contains("pageable"), sides.str.contains("pinned"),
-                        direction == "DtoD"], ["pageable", "pinned", "device"], "unknown")
-    return copies.assign(direction=direction.to_numpy(), memory=memory)
+def _parse(name: str) -> tuple[str | None, str]:
+    """(direction, "src dst" in lower case) from a copy's name; None when the name does not say."""
+    m = _NAME.search(name)
+    if m is None:
+        return None, " "
+    return m["dir"], f"{m['src'] or ''} {m['dst'] or ''}".lower()
 
 
-def _table(copies: pd.DataFrame, steps: int) -> list[dict[str, Any]]:
+def _classify(copies: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The copies' columns that the figures use, as arrays, with ``direction`` and host ``memory``."""
+    parsed = names.mapped(copies["name"], _parse)
+    named = np.array([p[0] for p in parsed], dtype=object)
+    sides = np.array([p[1] for p in parsed], dtype=object)
+    kind = copies["copy_kind"].to_numpy(dtype=object)
+    direction = np.where(named != None, named, np.where(kind != "", kind, "unknown"))  # noqa: E711
+    pageable = names.mapped(sides, lambda t: "pageable" in t, bool)
+    pinned = names.mapped(sides, lambda t: "pinned" in t, bool)
+    memory = np.select([pageable, pinned, direction == "DtoD"], ["pageable", "pinned", "device"], "unknown")
+    out = {c: copies[c].to_numpy() for c in ("ts", "end", "dur", "bytes", "src_line")}
+    out.update({c: copies[c].to_numpy(dtype=object) for c in ("op", "src_file", "src_func")})
+    out["direction"], out["memory"] = direction.astype(object), memory.astype(object)
+    return out
+
+
+def _top_site(cp: dict[str, np.ndarray], rows: np.ndarray) -> tuple[Any, ...]:
+    """(op, file, line, function) with the most copy time among ``rows`` (the first seen on a tie)."""
+    keys = [cp[c][rows] for c in ("op", "src_file", "src_line", "src_func")]
+    ids, n = groups.group_ids(*keys)
+    best = int(np.argmax(groups.sums(ids, n, cp["dur"][rows])))
+    r = groups.first_rows(ids, n)[best]
+    return tuple(k[r] for k in keys)
+
+
+def _table(cp: dict[str, np.ndarray], steps: int) -> list[dict[str, Any]]:
     rows = []
-    for (direction, memory), part in copies.groupby(["direction", "memory"], sort=False):
-        nbytes = int(part["bytes"].clip(lower=0).sum())
-        dur = int(part["dur"].sum())
-        top = part.groupby(["op", "src_file", "src_line", "src_func"], sort=False)["dur"].sum().idxmax()
+    ids, n = groups.group_ids(cp["direction"], cp["memory"])
+    for g in range(n):
+        part = np.flatnonzero(ids == g)
+        nbytes = int(np.clip(cp["bytes"][part], 0, None).sum())
+        dur = int(cp["dur"][part].sum())
+        top = _top_site(cp, part)
         rows.append({
-            "direction": direction, "memory": memory, "per_step": len(part) / steps, "bytes_per_step": nbytes / steps,
-            "ms": dur / steps / NS_PER_MS, "avg_bytes": nbytes / len(part), "gbs": nbytes / dur if dur else 0.0,
+            "direction": cp["direction"][part[0]], "memory": cp["memory"][part[0]], "per_step": len(part) / steps,
+            "bytes_per_step": nbytes / steps, "ms": dur / steps / NS_PER_MS, "avg_bytes": nbytes / len(part),
+            "gbs": nbytes / dur if dur else 0.0,
             "op": top[0], "site": site(top[1], int(top[2]), top[3]), "file": top[1], "line": int(top[2]),
         })
     return sorted(rows, key=lambda r: -r["ms"])
 
 
-def _bandwidth(copies: pd.DataFrame, direction: str) -> float | None:
-    part = copies[(copies["direction"] == direction) & (copies["bytes"] > 0)]
-    dur = int(part["dur"].sum())
-    return float(part["bytes"].sum()) / dur if dur else None  # bytes/ns == GB/s
+def _bandwidth(cp: dict[str, np.ndarray], direction: str) -> float | None:
+    part = (cp["direction"] == direction) & (cp["bytes"] > 0)
+    dur = int(cp["dur"][part].sum())
+    return float(cp["bytes"][part].sum()) / dur if dur else None  # bytes/ns == GB/s
+
+
+def _bytes(cp: dict[str, np.ndarray], mask: np.ndarray) -> float:
+    return float(np.clip(cp["bytes"][mask], 0, None).sum())
 
 
 @analyzer("copies", needs=("gpu_memcpy",), provides=PROVIDES)
@@ -83,32 +114,36 @@ def copies(view: TraceView) -> dict[str, Any]:
     """Copies per direction and host memory kind, their size, time and bandwidth."""
     links = view.gpu
     ops = links.ops
-    cp = ops[(ops["kind"] == "memcpy") & (ops["ts"] >= links.lo) & (ops["ts"] < links.hi)]
-    if len(cp) == 0:
+    ts = ops["ts"].to_numpy()
+    selected = (ops["kind"] == "memcpy").to_numpy() & (ts >= links.lo) & (ts < links.hi)
+    if not selected.any():
         return {}
-    cp = _classify(cp)
+    cp = _classify(ops[selected])
     steps = links.steps
-    busy = intervals.covered(cp["ts"].to_numpy(), cp["end"].to_numpy())
-    host_side = cp[cp["direction"].isin(("HtoD", "DtoH"))]
-    pageable = cp[cp["memory"] == "pageable"]
+    busy = intervals.covered(cp["ts"], cp["end"])
+    host_side = np.isin(cp["direction"], ("HtoD", "DtoH"))
+    pageable = cp["memory"] == "pageable"
     syncs = links.host_syncs
-    blocked = syncs[(syncs["sync"] == "pageable_copy") & (syncs["ts"] >= links.lo) & (syncs["ts"] < links.hi)]
+    sync_ts = syncs["ts"].to_numpy()
+    blocked = int(syncs["dur"].to_numpy()[(syncs["sync"] == "pageable_copy").to_numpy() & (sync_ts >= links.lo)
+                                          & (sync_ts < links.hi)].sum())
+    everything = np.ones(len(pageable), bool)
     out: dict[str, Any] = {
-        "copies.count_per_step": len(cp) / steps, "copies.ms": busy / steps / NS_PER_MS,
+        "copies.count_per_step": len(pageable) / steps, "copies.ms": busy / steps / NS_PER_MS,
         "copies.share": busy / links.window_ns if links.window_ns else 0.0,
-        "copies.bytes_per_step": float(cp["bytes"].clip(lower=0).sum()) / steps,
+        "copies.bytes_per_step": _bytes(cp, everything) / steps,
         "copies.h2d_gbs": _bandwidth(cp, "HtoD"), "copies.d2h_gbs": _bandwidth(cp, "DtoH"),
-        "copies.pageable_per_step": len(pageable) / steps,
-        "copies.pageable_bytes_per_step": float(pageable["bytes"].clip(lower=0).sum()) / steps,
-        "copies.pageable_ms": float(pageable["dur"].sum()) / steps / NS_PER_MS,
-        "copies.pageable_host_ms": float(blocked["dur"].sum()) / steps / NS_PER_MS,
-        "copies.pageable_host_share": float(blocked["dur"].sum()) / links.window_ns if links.window_ns else 0.0,
+        "copies.pageable_per_step": int(pageable.sum()) / steps,
+        "copies.pageable_bytes_per_step": _bytes(cp, pageable) / steps,
+        "copies.pageable_ms": float(cp["dur"][pageable].sum()) / steps / NS_PER_MS,
+        "copies.pageable_host_ms": float(blocked) / steps / NS_PER_MS,
+        "copies.pageable_host_share": float(blocked) / links.window_ns if links.window_ns else 0.0,
         "copies.table": records(_table(cp, steps)),
     }
-    total = float(host_side["bytes"].clip(lower=0).sum())
-    out["copies.pageable_fraction"] = float(pageable["bytes"].clip(lower=0).sum()) / total if total else 0.0
-    if len(pageable):
-        top = pageable.groupby(["op", "src_file", "src_line", "src_func"], sort=False)["dur"].sum().idxmax()
+    total = _bytes(cp, host_side)
+    out["copies.pageable_fraction"] = _bytes(cp, pageable) / total if total else 0.0
+    if pageable.any():
+        top = _top_site(cp, np.flatnonzero(pageable))
         where = site(top[1], int(top[2]), top[3])
         out["copies.pageable_site"] = where or top[0]
         if where:

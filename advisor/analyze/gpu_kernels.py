@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from advisor.analyze import groups
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.gpu_ops import GpuLinks
@@ -66,29 +67,53 @@ PROVIDES = (
 
 
 def kernels_in_window(links: GpuLinks) -> pd.DataFrame:
-    """The kernels that start inside the GPU window."""
-    ops = links.ops
-    return ops[(ops["cat"] == "kernel") & (ops["ts"] >= links.lo) & (ops["ts"] < links.hi)]
+    """The kernels that start inside the GPU window (computed once per trace)."""
+    return links.kernels
 
 
-def _dominant(frame: pd.DataFrame, by: str, keys: list[str]) -> pd.DataFrame:
-    """For each value of ``by``, the ``keys`` that carry most of its kernel time."""
-    g = frame.groupby([by, *keys], sort=False, observed=True)["dur"].sum().reset_index()
-    return g.sort_values("dur", ascending=False, kind="stable").drop_duplicates(by).set_index(by)
+class _Rows:
+    """Some columns of the kernels as arrays, and groupings over them (see :mod:`.groups`)."""
+
+    def __init__(self, kernels: pd.DataFrame, columns: tuple[str, ...]) -> None:
+        self.col = {c: kernels[c].to_numpy(dtype=object) if c != "src_line" and c != "dur" else kernels[c].to_numpy()
+                    for c in columns}
+        self.dur = kernels["dur"].to_numpy()
+
+    def where(self, mask: np.ndarray) -> _Rows:
+        out = object.__new__(_Rows)
+        out.col = {c: v[mask] for c, v in self.col.items()}
+        out.dur = self.dur[mask]
+        return out
+
+    def dominant(self, by: str | np.ndarray, keys: list[str]) -> dict[Any, dict[str, Any]]:
+        """For each value of ``by``, the values of ``keys`` that carry most of its kernel time (ties: first seen)."""
+        by_values = self.col[by] if isinstance(by, str) else by
+        by_ids, n_by = groups.group_ids(by_values)
+        ids, n = groups.group_ids(by_ids, *(self.col[k] for k in keys))
+        best = groups.dominant(by_ids, n_by, ids, n, groups.sums(ids, n, self.dur))
+        first = groups.first_rows(ids, n)[best]
+        return {by_values[r]: {k: self.col[k][r] for k in keys} for r in first}
+
+    def totals(self, *keys: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per group of ``keys`` (in order of first appearance): its first row, summed duration and count."""
+        ids, n = groups.group_ids(*(self.col[k] for k in keys))
+        return groups.first_rows(ids, n), groups.sums(ids, n, self.dur), np.bincount(ids, minlength=n), ids
 
 
-def _top(kernels: pd.DataFrame, steps: int, total: int) -> list[dict[str, Any]]:
-    by_name = kernels.groupby("name", sort=False).agg(dur=("dur", "sum"), calls=("dur", "size"))
-    by_name = by_name.sort_values("dur", ascending=False, kind="stable").head(TOP_N)
-    top = kernels[kernels["name"].isin(by_name.index)]
-    where = _dominant(top, "name", ["op", "op_inner", "src_file", "src_line", "src_func", "module", "phase", "kind"])
+def _top(kernels: _Rows, steps: int, total: int) -> list[dict[str, Any]]:
+    first, dur, calls, ids = kernels.totals("name")
+    top = groups.by_weight(dur, "stable")[:TOP_N]
+    names = kernels.col["name"]
+    where = kernels.where(np.isin(ids, top)).dominant(
+        "name", ["op", "op_inner", "src_file", "src_line", "src_func", "module", "phase", "kind"])
     rows = []
-    for name, r in by_name.iterrows():
-        w = where.loc[name]
+    for k in top:
+        name = names[first[k]]
+        w = where[name]
         line = int(w["src_line"])
         rows.append({
-            "name": name, "ms": r["dur"] / steps / NS_PER_MS, "share": r["dur"] / total if total else 0.0,
-            "calls_per_step": r["calls"] / steps, "avg_us": r["dur"] / r["calls"] / 1e3, "kind": w["kind"],
+            "name": name, "ms": dur[k] / steps / NS_PER_MS, "share": dur[k] / total if total else 0.0,
+            "calls_per_step": calls[k] / steps, "avg_us": dur[k] / calls[k] / 1e3, "kind": w["kind"],
             "op": w["op"], "op_inner": w["op_inner"], "site": site(w["src_file"], line, w["src_func"]),
             "file": w["src_file"], "line": line, "function": w["src_func"], "module": w["module"], "phase": w["phase"],
             "matmul": is_matmul_or_conv(name), "tensor_core": uses_tensor_cores(name), "precision": kernel_precision(name),
@@ -96,38 +121,39 @@ def _top(kernels: pd.DataFrame, steps: int, total: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _by_op(kernels: pd.DataFrame, steps: int, total: int) -> list[dict[str, Any]]:
-    known = kernels[kernels["op"] != ""]
-    if len(known) == 0:
+def _by_op(kernels: _Rows, steps: int, total: int) -> list[dict[str, Any]]:
+    known = kernels.where(kernels.col["op"] != "")
+    if len(known.dur) == 0:
         return []
-    g = known.groupby("op", sort=False).agg(dur=("dur", "sum"), n=("dur", "size"))
-    g = g.sort_values("dur", ascending=False).head(TOP_N)
-    top_kernel = _dominant(known, "op", ["name"])["name"]
-    where = _dominant(known, "op", ["src_file", "src_line", "src_func", "module"])
-    return [{
-        "op": op, "ms": r["dur"] / steps / NS_PER_MS, "share": r["dur"] / total if total else 0.0,
-        "kernels_per_step": r["n"] / steps, "top_kernel": top_kernel.get(op, ""),
-        "site": site(where.loc[op, "src_file"], int(where.loc[op, "src_line"]), where.loc[op, "src_func"]),
-        "module": where.loc[op, "module"],
-    } for op, r in g.iterrows()]
-
-
-def _by_line(kernels: pd.DataFrame, steps: int, total: int) -> list[dict[str, Any]]:
-    located = kernels[kernels["src_line"] >= 0]
-    if len(located) == 0:
-        return []
-    keys = ["src_file", "src_line", "src_func"]
-    g = located.groupby(keys, sort=False).agg(dur=("dur", "sum"), n=("dur", "size")).reset_index()
-    g = g.sort_values("dur", ascending=False).head(TOP_N)
-    located = located.assign(key=located["src_file"] + ":" + located["src_line"].astype(str))
-    top_kernel = _dominant(located, "key", ["name"])["name"]
-    top_op = _dominant(located, "key", ["op"])["op"]
+    first, dur, n, _ = known.totals("op")
+    top_kernel = known.dominant("op", ["name"])
+    where = known.dominant("op", ["src_file", "src_line", "src_func", "module"])
     rows = []
-    for r in g.itertuples(index=False):
-        key = f"{r.src_file}:{r.src_line}"
-        rows.append({"site": site(r.src_file, int(r.src_line), r.src_func), "file": r.src_file, "line": int(r.src_line),
-                     "ms": r.dur / steps / NS_PER_MS, "share": r.dur / total if total else 0.0,
-                     "kernels_per_step": r.n / steps, "top_kernel": top_kernel.get(key, ""), "op": top_op.get(key, "")})
+    for k in groups.by_weight(dur, "quicksort")[:TOP_N]:
+        op = known.col["op"][first[k]]
+        w = where[op]
+        rows.append({"op": op, "ms": dur[k] / steps / NS_PER_MS, "share": dur[k] / total if total else 0.0,
+                     "kernels_per_step": n[k] / steps, "top_kernel": top_kernel[op]["name"],
+                     "site": site(w["src_file"], int(w["src_line"]), w["src_func"]), "module": w["module"]})
+    return rows
+
+
+def _by_line(kernels: _Rows, steps: int, total: int) -> list[dict[str, Any]]:
+    located = kernels.where(kernels.col["src_line"] >= 0)
+    if len(located.dur) == 0:
+        return []
+    first, dur, n, _ = located.totals("src_file", "src_line", "src_func")
+    files, lines, funcs = located.col["src_file"], located.col["src_line"], located.col["src_func"]
+    key = np.array([f"{f}:{ln}" for f, ln in zip(files.tolist(), lines.tolist())], dtype=object)
+    top_kernel = located.dominant(key, ["name"])
+    top_op = located.dominant(key, ["op"])
+    rows = []
+    for k in groups.by_weight(dur, "quicksort")[:TOP_N]:
+        r = first[k]
+        rows.append({"site": site(files[r], int(lines[r]), funcs[r]), "file": files[r], "line": int(lines[r]),
+                     "ms": dur[k] / steps / NS_PER_MS, "share": dur[k] / total if total else 0.0,
+                     "kernels_per_step": n[k] / steps, "top_kernel": top_kernel[key[r]]["name"],
+                     "op": top_op[key[r]]["op"]})
     return rows
 
 
@@ -140,8 +166,10 @@ def gpu_kernels(view: TraceView) -> dict[str, Any]:
         return {}
     steps = links.steps
     total = int(ks["dur"].sum())
-    top = _top(ks, steps, total)
-    shares = ks.groupby("name", sort=False)["dur"].sum().sort_values(ascending=False)
+    rows = _Rows(ks, ("name", "op", "op_inner", "src_file", "src_line", "src_func", "module", "phase", "kind"))
+    top = _top(rows, steps, total)
+    _, shares, _, _ = rows.totals("name")
+    shares = np.sort(shares)[::-1]
     return {
         "kernels.top": records(top),
         "kernels.count_per_step": len(ks) / steps,
@@ -149,8 +177,8 @@ def gpu_kernels(view: TraceView) -> dict[str, Any]:
         "kernels.median_us": float(np.median(ks["dur"])) / 1e3,
         "kernels.top_name": top[0]["name"],
         "kernels.top_share": top[0]["share"],
-        "kernels.top3_share": float(shares.head(3).sum()) / total if total else 0.0,
+        "kernels.top3_share": float(shares[:3].sum()) / total if total else 0.0,
         "kernels.distinct": int(len(shares)),
-        "kernels.by_op": records(_by_op(ks, steps, total)),
-        "kernels.by_line": records(_by_line(ks, steps, total)),
+        "kernels.by_op": records(_by_op(rows, steps, total)),
+        "kernels.by_line": records(_by_line(rows, steps, total)),
     }

@@ -42,11 +42,12 @@ def _runtime(view: TraceView) -> dict[str, Any]:
     lo, hi = view.gpu.lo, view.gpu.hi
     steps = view.gpu.steps
     host = view.host
-    calls = host[host["cat"].isin(("cuda_runtime", "cuda_driver")) & (host["ts"] >= lo) & (host["ts"] < hi)]
-    malloc = calls[calls["name"].isin(_MALLOC)]
-    free = calls[calls["name"].isin(_FREE)]
-    return {"memory.cuda_malloc_per_step": len(malloc) / steps, "memory.cuda_free_per_step": len(free) / steps,
-            "memory.driver_alloc_ms": float(malloc["dur"].sum() + free["dur"].sum()) / steps / NS_PER_MS}
+    ts, dur = host["ts"].to_numpy(), host["dur"].to_numpy()
+    calls = host["cat"].isin(("cuda_runtime", "cuda_driver")).to_numpy() & (ts >= lo) & (ts < hi)
+    malloc = calls & host["name"].isin(_MALLOC).to_numpy()
+    free = calls & host["name"].isin(_FREE).to_numpy()
+    return {"memory.cuda_malloc_per_step": int(malloc.sum()) / steps, "memory.cuda_free_per_step": int(free.sum()) / steps,
+            "memory.driver_alloc_ms": float(dur[malloc].sum() + dur[free].sum()) / steps / NS_PER_MS}
 
 
 @analyzer("gpu_memory", needs=(), provides=PROVIDES)

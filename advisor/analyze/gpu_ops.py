@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,7 +45,7 @@ from advisor.analyze import intervals, names as by_name
 if TYPE_CHECKING:
     from advisor.analyze.view import TraceView
 
-__all__ = ["GpuLinks", "KINDS", "SYNC_APIS", "build_gpu_links", "gpu_window", "op_kind"]
+__all__ = ["GpuLinks", "KINDS", "SYNC_APIS", "build_gpu_links", "gpu_window", "op_kind", "primary_device"]
 
 KINDS = ("compute", "comm", "memcpy", "memset")
 GPU_OP_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -90,105 +91,180 @@ class GpuLinks:
     def window_ns(self) -> int:
         return max(self.hi - self.lo, 0)
 
+    @cached_property
+    def kernels(self) -> pd.DataFrame:
+        """The kernels that start inside the window."""
+        ops = self.ops
+        ts = ops["ts"].to_numpy()
+        return _where(ops, (ops["cat"] == "kernel").to_numpy() & (ts >= self.lo) & (ts < self.hi))
 
-def _host_context(view: TraceView) -> pd.DataFrame:
-    """For every host row: its outermost and innermost enclosing CPU operator names."""
+    @cached_property
+    def in_window(self) -> pd.DataFrame:
+        """The ops that overlap the window."""
+        ops = self.ops
+        return _where(ops, (ops["end"].to_numpy() > self.lo) & (ops["ts"].to_numpy() < self.hi))
+
+    @cached_property
+    def device(self) -> int | None:
+        """The device with the most GPU time in the window (see :func:`primary_device`)."""
+        return primary_device(self.in_window) if len(self.in_window) else None
+
+    @cached_property
+    def device_ops(self) -> pd.DataFrame:
+        """The ops of :attr:`device` that overlap the window, numbered from 0."""
+        ops = self.in_window
+        return _where(ops, ops["device"].to_numpy() == self.device).reset_index(drop=True)
+
+
+def _where(frame: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
+    """The rows in ``mask``; the frame itself (no copy) when that is all of them."""
+    return frame if mask.all() else frame[mask]
+
+
+def primary_device(ops: pd.DataFrame) -> int:
+    """The device with the most GPU time (the lowest-numbered one on a tie)."""
+    devices, inverse = np.unique(ops["device"].to_numpy(), return_inverse=True)
+    return int(devices[np.argmax(np.bincount(inverse, weights=ops["dur"].to_numpy()))])
+
+
+def _host_context(view: TraceView) -> dict[str, np.ndarray]:
+    """For every host row: its outermost and innermost enclosing CPU operator names, and the innermost's row."""
     host = view.host
     parent, depth = host["parent"].to_numpy(), host["depth"].to_numpy()
     is_op = (host["cat"] == "cpu_op").to_numpy()
-    inner = intervals.enclosing(parent, depth, is_op)
-    outer = intervals.enclosing(parent, depth, is_op & host["op_top"].to_numpy())
-    names = host["name"].to_numpy(dtype=object)
+    is_top = is_op & host["op_top"].to_numpy()
     rows = np.arange(len(host))
-    inner = np.where(is_op, rows, inner)  # an op is its own innermost op
-    outer = np.where(is_op & host["op_top"].to_numpy(), rows, outer)
-    return pd.DataFrame({
-        "op": np.where(outer >= 0, names[np.maximum(outer, 0)], ""),
-        "op_inner": np.where(inner >= 0, names[np.maximum(inner, 0)], ""),
-        "op_row": inner,
-    })
+    inner = np.where(is_op, rows, intervals.enclosing(parent, depth, is_op))  # an op is its own innermost op
+    outer = np.where(is_top, rows, intervals.enclosing(parent, depth, is_top))
+    names = _texts(host["name"])
+    return {"op": _at(names, outer, ""), "op_inner": _at(names, inner, ""), "op_row": inner, "name": names}
+
+
+def _texts(column: pd.Series) -> np.ndarray:
+    """A text column as an object array (a Categorical's strings are shared, not copied)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        labels = np.asarray(column.cat.categories, dtype=object)
+        codes = column.cat.codes.to_numpy()
+        return np.where(codes >= 0, labels[np.maximum(codes, 0)], "") if len(labels) else np.full(len(codes), "", object)
+    return column.to_numpy(dtype=object)
+
+
+def _at(values: np.ndarray, rows: np.ndarray, missing: object) -> np.ndarray:
+    """``values[rows]``, with ``missing`` where a row is -1."""
+    if len(values) == 0:
+        return np.full(len(rows), missing, dtype=values.dtype if values.dtype != object else object)
+    return np.where(rows >= 0, values[np.maximum(rows, 0)], missing)
+
+
+def _first_rows(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each wanted key, the row of its first occurrence in ``keys`` (in ``rows`` order), or -1."""
+    order = np.argsort(keys, kind="stable")
+    k, r = keys[order], rows[order]
+    first = np.ones(len(k), bool)
+    first[1:] = k[1:] != k[:-1]
+    k, r = k[first], r[first]
+    if len(k) == 0:
+        return np.full(len(wanted), -1, "int64")
+    pos = np.minimum(np.searchsorted(k, wanted), len(k) - 1)
+    return np.where(k[pos] == wanted, r[pos], -1).astype("int64")
 
 
 _HOST_COLS = ("op", "op_inner", "src_file", "src_line", "src_func", "module", "phase")
 
 
-def _attach_host(frame: pd.DataFrame, view: TraceView, context: pd.DataFrame) -> pd.DataFrame:
+def _host_values(view: TraceView, context: dict[str, np.ndarray], col: str, rows: np.ndarray) -> np.ndarray:
+    """One of :data:`_HOST_COLS` at these host rows ("" or -1 where a row is -1)."""
+    missing = -1 if col == "src_line" else ""
+    if col in context:
+        return _at(context[col], rows, missing)
+    column = view.host[col]
+    if isinstance(column.dtype, pd.CategoricalDtype):  # the codes at the rows, then their texts: no full-length copy
+        labels = np.append(np.asarray(column.cat.categories, dtype=object), "")
+        codes = column.cat.codes.to_numpy()
+        return labels[np.where(rows >= 0, codes[np.maximum(rows, 0)], len(labels) - 1)] if len(codes) else \
+            np.full(len(rows), missing, dtype=object)
+    return _at(column.to_numpy(), rows, missing)
+
+
+def _attach_host(frame: dict[str, np.ndarray], view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFrame:
     """Join GPU-side rows to their runtime call (by correlation), else to their op (by External id)."""
     host = view.host
-    runtime = host[host["cat"].isin(("cuda_runtime", "cuda_driver")) & (host["correlation"] >= 0)]
-    by_corr = pd.Series(runtime.index.to_numpy(), index=runtime["correlation"].to_numpy())
-    by_corr = by_corr[~by_corr.index.duplicated()]
-    launch = by_corr.reindex(frame["correlation"].to_numpy()).fillna(-1).astype("int64").to_numpy().copy()
-    launch[frame["correlation"].to_numpy() < 0] = -1
-    ops = host[(host["cat"] == "cpu_op") & (host["external_id"] >= 0)]
-    by_ext = pd.Series(ops.index.to_numpy(), index=ops["external_id"].to_numpy())
-    by_ext = by_ext[~by_ext.index.duplicated()]
-    via_op = by_ext.reindex(frame["external_id"].to_numpy()).fillna(-1).astype("int64").to_numpy()
+    cat = host["cat"]
+    host_rows = np.arange(len(host))
+    corr, ext = host["correlation"].to_numpy(), host["external_id"].to_numpy()
+    runtime = (cat.isin(("cuda_runtime", "cuda_driver")).to_numpy()) & (corr >= 0)
+    launch = _first_rows(corr[runtime], host_rows[runtime], frame["correlation"])
+    launch[frame["correlation"] < 0] = -1
+    ops = (cat == "cpu_op").to_numpy() & (ext >= 0)
+    via_op = _first_rows(ext[ops], host_rows[ops], frame["external_id"])
     anchor = np.where(launch >= 0, launch, via_op)
-    ok = anchor >= 0
-    take = np.maximum(anchor, 0)
-    out = frame.copy()
+    out = dict(frame)
     out["launch"] = launch
-    out["launch_name"] = np.where(launch >= 0, host["name"].to_numpy(dtype=object)[np.maximum(launch, 0)], "")
-    out["launch_ts"] = np.where(launch >= 0, host["ts"].to_numpy()[np.maximum(launch, 0)], -1)
-    out["launch_end"] = np.where(launch >= 0, host["end"].to_numpy()[np.maximum(launch, 0)], -1)
-    out["launch_tid"] = np.where(launch >= 0, host["tid"].to_numpy()[np.maximum(launch, 0)], -1)
+    out["launch_name"] = _at(context["name"], launch, "")
+    for col in ("ts", "end", "tid"):
+        out[f"launch_{col}"] = _at(host[col].to_numpy(), launch, -1)
     for col in _HOST_COLS:
-        source = context[col] if col in context else host[col]
-        values = source.to_numpy(dtype=object if col != "src_line" else "int64")
-        empty = -1 if col == "src_line" else ""
-        out[col] = np.where(ok, values[take], empty)
-    out["src_line"] = out["src_line"].astype("int64")
-    op_row = np.where(ok, context["op_row"].to_numpy()[take], -1)
-    types = host["input_types"].to_numpy(dtype=object)
-    out["input_types"] = np.where(op_row >= 0, types[np.maximum(op_row, 0)], "")
-    out["step"] = view.step_of(out["ts"].to_numpy())
+        out[col] = _host_values(view, context, col, anchor)
+    op_row = _at(context["op_row"], anchor, -1)
+    out["input_types"] = _at(_texts(host["input_types"]), op_row, "")
+    out["step"] = view.step_of(frame["ts"])
+    return pd.DataFrame(out, copy=False)
+
+
+def _columns(view: TraceView, rows: np.ndarray, cols: list[str]) -> dict[str, np.ndarray]:
+    """Some events' columns as arrays (text columns as object arrays)."""
+    e = view.events
+    return {c: (_texts(e[c])[rows] if isinstance(e[c].dtype, pd.CategoricalDtype) else e[c].to_numpy()[rows])
+            for c in cols}
+
+
+def _gpu_ops(view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFrame:
+    e = view.events
+    rows = np.flatnonzero(e["cat"].isin(GPU_OP_CATS).to_numpy())
+    ts, end = e["ts"].to_numpy()[rows], e["end"].to_numpy()[rows]
+    rows = rows[np.lexsort((end, ts))]  # by start, then end (the events are by start, then longest first)
+    frame = _columns(view, rows, ["ts", "end", "dur", "device", "stream", "correlation", "external_id", "bytes",
+                                  "copy_kind"])
+    # Old traces carry the device and stream only as pid and tid.
+    frame["device"] = np.where(frame["device"] >= 0, frame["device"], e["pid"].to_numpy()[rows])
+    frame["stream"] = np.where(frame["stream"] >= 0, frame["stream"], e["tid"].to_numpy()[rows])
+    cat = e["cat"].array.take(rows).remove_unused_categories()
+    name = e["name"].array.take(rows)
+    is_comm = by_name.where(pd.Series(name), _COMM.search)
+    kind = np.where(cat == "gpu_memcpy", "memcpy", np.where(cat == "gpu_memset", "memset",
+                                                            np.where(is_comm, "comm", "compute")))
+    out = _attach_host(frame, view, context)
+    out.insert(0, "cat", cat)
+    out.insert(1, "name", name)
+    out.insert(2, "kind", pd.Categorical(kind, categories=sorted(KINDS)))
     return out
 
 
-def _gpu_ops(view: TraceView, context: pd.DataFrame) -> pd.DataFrame:
-    e = view.events
-    cols = ["cat", "name", "device", "stream", "ts", "end", "dur", "correlation", "external_id", "bytes", "copy_kind",
-            "pid", "tid"]
-    ops = e.loc[e["cat"].isin(GPU_OP_CATS), cols].copy()
-    ops["cat"] = ops["cat"].astype(str)
-    ops["name"] = ops["name"].astype(str)
-    # Old traces carry the device and stream only as pid and tid.
-    ops["device"] = np.where(ops["device"] >= 0, ops["device"], ops["pid"])
-    ops["stream"] = np.where(ops["stream"] >= 0, ops["stream"], ops["tid"])
-    cat = ops["cat"].to_numpy(dtype=object)
-    kind = np.where(cat == "gpu_memcpy", "memcpy", np.where(cat == "gpu_memset", "memset", np.where(
-        by_name.where(ops["name"], _COMM.search), "comm", "compute")))
-    ops["kind"] = pd.Series(kind.astype(object), index=ops.index, dtype="str")
-    ops = ops.drop(columns=["pid", "tid"]).reset_index(drop=True)
-    return _attach_host(ops, view, context)
-
-
-def _host_syncs(view: TraceView, context: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+def _host_syncs(view: TraceView, context: dict[str, np.ndarray], ops: pd.DataFrame) -> pd.DataFrame:
     host = view.host
-    names = host["name"]
-    kind = pd.Series(view.host_names(SYNC_APIS.get), index=host.index, dtype="str")
-    pageable = ops[(ops["kind"] == "memcpy").to_numpy() & by_name.where(ops["name"], lambda n: "Pageable" in n)
-                   & (ops["launch"] >= 0).to_numpy()]
-    async_copy = names.isin(ASYNC_COPY_APIS) & host.index.isin(pageable["launch"])
-    kind = kind.where(~async_copy, "pageable_copy")
-    rows = host[kind.notna()]
-    out = pd.DataFrame({
-        "name": rows["name"], "sync": kind[kind.notna()], "ts": rows["ts"], "end": rows["end"], "dur": rows["dur"],
-        "tid": rows["tid"], "correlation": rows["correlation"],
-        **{c: (context[c] if c in context else host[c]).loc[rows.index] for c in _HOST_COLS},
-    })
-    out["item"] = out["op"].isin(ITEM_OPS) | out["op_inner"].isin(ITEM_OPS)
-    out["step"] = view.step_of(out["ts"].to_numpy())
-    return out.reset_index(names="row")
+    kind = view.host_names(SYNC_APIS.get)
+    is_async = view.host_names(ASYNC_COPY_APIS.__contains__, bool)
+    if is_async.any():
+        pageable = ops["launch"].to_numpy()[((ops["kind"] == "memcpy").to_numpy()
+                                             & by_name.where(ops["name"], lambda n: "Pageable" in n))]
+        async_copy = is_async & np.isin(np.arange(len(host)), pageable[pageable >= 0])
+        kind = np.where(async_copy, "pageable_copy", kind)
+    rows = np.flatnonzero(kind != None)  # noqa: E711 - elementwise
+    ts = host["ts"].to_numpy()[rows]
+    out = {"row": rows, "name": context["name"][rows], "sync": kind[rows].astype(object), "ts": ts,
+           "end": host["end"].to_numpy()[rows], "dur": host["dur"].to_numpy()[rows],
+           "tid": host["tid"].to_numpy()[rows], "correlation": host["correlation"].to_numpy()[rows],
+           **{c: _host_values(view, context, c, rows) for c in _HOST_COLS}}
+    item = np.isin(out["op"], list(ITEM_OPS)) | np.isin(out["op_inner"], list(ITEM_OPS))
+    return pd.DataFrame({**out, "item": item, "step": view.step_of(ts)}, copy=False)
 
 
-def _sync_events(view: TraceView, context: pd.DataFrame) -> pd.DataFrame:
+def _sync_events(view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFrame:
     e = view.events
-    cols = ["name", "device", "stream", "ts", "end", "dur", "correlation", "external_id", "sync_kind", "wait_stream"]
-    ev = e.loc[e["cat"] == "cuda_sync", cols].copy()
-    ev["name"] = ev["name"].astype(str)
-    return _attach_host(ev.reset_index(drop=True), view, context)
+    rows = np.flatnonzero((e["cat"] == "cuda_sync").to_numpy())
+    frame = _columns(view, rows, ["name", "device", "stream", "ts", "end", "dur", "correlation", "external_id",
+                                  "sync_kind", "wait_stream"])
+    return _attach_host(frame, view, context)
 
 
 def gpu_window(view: TraceView, ops: pd.DataFrame) -> tuple[int, int, str, int]:
@@ -212,6 +288,6 @@ def gpu_window(view: TraceView, ops: pd.DataFrame) -> tuple[int, int, str, int]:
 
 def build_gpu_links(view: TraceView) -> GpuLinks:
     context = _host_context(view)
-    ops = _gpu_ops(view, context).sort_values(["ts", "end"], kind="stable").reset_index(drop=True)
+    ops = _gpu_ops(view, context)
     lo, hi, text, steps = gpu_window(view, ops)
     return GpuLinks(ops, _host_syncs(view, context, ops), _sync_events(view, context), lo, hi, text, steps)

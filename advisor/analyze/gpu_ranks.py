@@ -23,7 +23,7 @@ from typing import Any
 from advisor.analyze.comm import comm_overlap
 from advisor.analyze.common import NS_PER_MS
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.gpu_time import busy_breakdown, primary_device
+from advisor.analyze.gpu_time import busy_breakdown
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
 
@@ -53,10 +53,9 @@ def rank_row(view: TraceView) -> dict[str, Any] | None:
     if not view.trace.has_gpu:
         return None
     links = view.gpu
-    ops = links.ops[(links.ops["end"] > links.lo) & (links.ops["ts"] < links.hi)]
-    if len(ops) == 0 or links.window_ns <= 0:
+    if len(links.in_window) == 0 or links.window_ns <= 0:
         return None
-    ops = ops[ops["device"] == primary_device(ops)]
+    ops = links.device_ops
     b = busy_breakdown(ops, links.lo, links.hi)
     comm, overlapped = comm_overlap(ops, links.lo, links.hi)
     per = links.steps * NS_PER_MS

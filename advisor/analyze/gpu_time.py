@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.analyze import intervals
+from advisor.analyze import groups, intervals, names
 from advisor.analyze.common import NS_PER_MS
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.gpu_idle import CAUSES, KERNEL_GAP_NS, LAUNCH_GAP_NS, idle_gaps
-from advisor.analyze.gpu_ops import GpuLinks
+from advisor.analyze.gpu_ops import GpuLinks, primary_device
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
 
@@ -109,22 +109,36 @@ PROVIDES = (
 )
 
 
-def primary_device(ops: pd.DataFrame) -> int:
-    """The device with the most GPU time."""
-    return int(ops.groupby("device")["dur"].sum().idxmax())
-
-
 def busy_breakdown(ops: pd.DataFrame, lo: int, hi: int) -> dict[str, int]:
     """ns of [lo, hi) that one device is busy, computing, idle, and busy with each kind of op."""
+    per = busy_per_window(ops, np.array([lo], "int64"), np.array([hi], "int64"))
+    return {k: int(v[0]) for k, v in per.items()}
+
+
+def busy_per_window(ops: pd.DataFrame, lo: np.ndarray, hi: np.ndarray) -> dict[str, np.ndarray]:
+    """:func:`busy_breakdown` for many windows [lo[i], hi[i]) at once, in time linear in ops plus windows."""
     ts, end = ops["ts"].to_numpy("int64"), ops["end"].to_numpy("int64")
-    busy = intervals.covered(*intervals.clip(ts, end, lo, hi))
+    busy = intervals.covered_between(*intervals.union(ts, end), lo, hi)
     out = {"window": hi - lo, "busy": busy, "idle": hi - lo - busy}
-    kinds = ops["kind"].to_numpy()
-    for kind in ("compute", "comm", "memcpy", "memset"):
-        sel = kinds == kind
-        out[kind] = intervals.covered(*intervals.clip(ts[sel], end[sel], lo, hi))
+    kinds = _kind_codes(ops)
+    for code, kind in enumerate(KIND_ORDER):
+        sel = kinds == code
+        out[kind] = intervals.covered_between(*intervals.union(ts[sel], end[sel]), lo, hi)
     out["noncompute"] = busy - out["compute"]
     return out
+
+
+#: the kinds, in the order of the ``kind`` column's categories (sorted)
+KIND_ORDER = tuple(sorted(("compute", "comm", "memcpy", "memset")))
+
+
+def _kind_codes(ops: pd.DataFrame) -> np.ndarray:
+    """The ``kind`` column as codes into :data:`KIND_ORDER`."""
+    kind = ops["kind"]
+    if isinstance(kind.dtype, pd.CategoricalDtype) and tuple(kind.cat.categories) == KIND_ORDER:
+        return kind.cat.codes.to_numpy()
+    lookup = {k: i for i, k in enumerate(KIND_ORDER)}
+    return names.mapped(kind.to_numpy(dtype=object), lambda k: lookup.get(k, -1), "int8")
 
 
 def _sync_intervals(links: GpuLinks) -> tuple[np.ndarray, np.ndarray]:
@@ -137,21 +151,60 @@ def _causes(view: TraceView, links: GpuLinks, ops: pd.DataFrame) -> pd.DataFrame
     return idle_gaps(ops, links.lo, links.hi, _sync_intervals(links), loading)
 
 
+class _HostActivity:
+    """The host table's arrays that :meth:`during` reads, taken once for all the gaps."""
+
+    def __init__(self, view: TraceView) -> None:
+        host = view.host
+        self.ts, self.end = host["ts"].to_numpy(), host["end"].to_numpy()
+        cat = host["cat"]
+        self.top_op = ((cat == "cpu_op") & host["op_top"]).to_numpy()
+        self.runtime = cat.isin(("cuda_runtime", "cuda_driver")).to_numpy()
+        self.names = view.host_name_texts
+
+    def during(self, lo: int, hi: int) -> str:
+        """What the host did during [lo, hi): the outermost operator and the runtime call that took most of it."""
+        near = np.flatnonzero((self.end > lo) & (self.ts < hi))
+        overlap = np.minimum(self.end[near], hi) - np.maximum(self.ts[near], lo)
+        names = self.names[near]
+        parts = []
+        for sel in (self.top_op[near], self.runtime[near]):
+            if sel.any():
+                # per name, in name order, so that a tie goes to the first name as a sorted groupby would
+                unique, inverse = np.unique(names[sel], return_inverse=True)
+                by_name = np.bincount(inverse, weights=overlap[sel])
+                best = int(np.argmax(by_name))
+                ns = int(by_name[best])
+                if ns > 0:
+                    parts.append(f"{unique[best]} {ns / NS_PER_MS:.3g} ms")
+        return "; ".join(parts)
+
+
 def _gap_rows(gaps: pd.DataFrame, ops: pd.DataFrame, links: GpuLinks, view: TraceView) -> list[dict[str, Any]]:
     from advisor.analyze.common import site
 
     steps = view.steps["step"].to_numpy()
-    host = view.host[["ts", "end", "cat", "op_top", "name"]]  # narrow: each gap filters it again
+    host = _HostActivity(view)
+    # the longest gaps, the earlier first on a tie (as ``nlargest``)
+    top = np.argsort(-gaps["dur"].to_numpy(), kind="stable")[:TOP_GAPS]
+    if len(top) == 0:
+        return []
+    gap = {c: gaps[c].to_numpy()[top].tolist() for c in ("start", "end", "dur", "next", *CAUSES)}
+    nxt_rows = np.maximum(np.asarray(gap["next"]), 0)
+    cols = {c: ops[c].to_numpy(dtype=object)[nxt_rows] if len(ops) else np.full(len(top), "")
+            for c in ("name", "op", "src_file", "src_line", "src_func")}
+    step_idx = view.step_of(np.asarray(gap["start"]))
     rows = []
-    for g in gaps.nlargest(TOP_GAPS, "dur").itertuples(index=False):
-        nxt = ops.iloc[g.next] if g.next >= 0 else None
-        cause = max(CAUSES, key=lambda c: getattr(g, c))
-        idx = view.step_of(np.array([g.start]))[0]
+    for i in range(len(top)):
+        has = gap["next"][i] >= 0
+        cause = max(CAUSES, key=lambda c: gap[c][i])
+        idx = step_idx[i]
+        start, end = gap["start"][i], gap["end"][i]
         rows.append({
-            "at_ms": (g.start - links.lo) / NS_PER_MS, "ms": g.dur / NS_PER_MS, "cause": cause,
-            "next": "" if nxt is None else nxt["name"], "op": "" if nxt is None else nxt["op"],
-            "site": "" if nxt is None else site(nxt["src_file"], int(nxt["src_line"]), nxt["src_func"]),
-            "step": int(steps[idx]) if idx >= 0 else -1, "host": _host_activity(host, int(g.start), int(g.end)),
+            "at_ms": (start - links.lo) / NS_PER_MS, "ms": gap["dur"][i] / NS_PER_MS, "cause": cause,
+            "next": cols["name"][i] if has else "", "op": cols["op"][i] if has else "",
+            "site": site(cols["src_file"][i], int(cols["src_line"][i]), cols["src_func"][i]) if has else "",
+            "step": int(steps[idx]) if idx >= 0 else -1, "host": host.during(start, end),
         })
     return rows
 
@@ -161,63 +214,55 @@ def _idle_host_ops(view: TraceView, gaps: pd.DataFrame, links: GpuLinks, idle: i
     from advisor.analyze.common import site
 
     host = view.host
-    keep = ((host["cat"] == "cpu_op") & host["op_top"] & (host["end"] > links.lo) & (host["ts"] < links.hi)).to_numpy()
-    top = host.loc[keep, ["ts", "end", "name", "src_file", "src_line", "src_func"]]
-    if len(top) == 0 or idle <= 0:
+    ts, end = host["ts"].to_numpy(), host["end"].to_numpy()
+    keep = np.flatnonzero(((host["cat"] == "cpu_op") & host["op_top"]).to_numpy() & (end > links.lo) & (ts < links.hi))
+    if len(keep) == 0 or idle <= 0:
         return []
     gs, ge = gaps["start"].to_numpy("int64"), gaps["end"].to_numpy("int64")
-    overlap = intervals.covered_between(gs, ge, top["ts"].to_numpy("int64"), top["end"].to_numpy("int64"))
-    frame = top.assign(overlap=overlap)
-    frame = frame[frame["overlap"] > 0]
-    keys = ["name", "src_file", "src_line", "src_func"]
-    g = frame.groupby(keys, sort=False).agg(ns=("overlap", "sum"), n=("overlap", "size")).reset_index()
-    rows = []
-    for r in g.sort_values("ns", ascending=False).head(TOP_GAPS).itertuples(index=False):
-        rows.append({"op": r.name, "ms": r.ns / links.steps / NS_PER_MS, "of_idle": r.ns / idle,
-                     "calls_per_step": r.n / links.steps, "site": site(r.src_file, int(r.src_line), r.src_func),
-                     "file": r.src_file, "line": int(r.src_line)})
-    return rows
-
-
-def _host_activity(host: pd.DataFrame, lo: int, hi: int) -> str:
-    """What the host did during [lo, hi): the outermost operator and the runtime call that took most of it.
-
-    ``host``: ``view.host`` or some of its columns (ts, end, cat, op_top, name).
-    """
-    ts, end = host["ts"].to_numpy(), host["end"].to_numpy()
-    near = np.flatnonzero((end > lo) & (ts < hi))
-    overlap = np.minimum(end[near], hi) - np.maximum(ts[near], lo)
-    cat = host["cat"].to_numpy(dtype=object)[near]
-    names = host["name"].to_numpy(dtype=object)[near]
-    parts = []
-    for sel in ((cat == "cpu_op") & host["op_top"].to_numpy()[near], (cat == "cuda_runtime") | (cat == "cuda_driver")):
-        if sel.any():
-            # per name, in name order, so that a tie goes to the first name as a sorted groupby would
-            unique, inverse = np.unique(names[sel], return_inverse=True)
-            by_name = np.bincount(inverse, weights=overlap[sel])
-            best = int(np.argmax(by_name))
-            ns = int(by_name[best])
-            if ns > 0:
-                parts.append(f"{unique[best]} {ns / NS_PER_MS:.3g} ms")
-    return "; ".join(parts)
+    overlap = intervals.covered_between(gs, ge, ts[keep], end[keep])
+    rows = keep[overlap > 0]
+    overlap = overlap[overlap > 0]
+    if len(rows) == 0:
+        return []
+    keys = [view.host_name_texts[rows], *(host[c].iloc[rows].to_numpy() for c in ("src_file", "src_line", "src_func"))]
+    ids, n = groups.group_ids(*keys)
+    ns = groups.sums(ids, n, overlap)
+    calls = np.bincount(ids, minlength=n)
+    first = groups.first_rows(ids, n)
+    out = []
+    for k in groups.by_weight(ns, "quicksort")[:TOP_GAPS]:
+        name, file, line, func = (key[first[k]] for key in keys)
+        out.append({"op": name, "ms": ns[k] / links.steps / NS_PER_MS, "of_idle": ns[k] / idle,
+                    "calls_per_step": calls[k] / links.steps, "site": site(file, int(line), func),
+                    "file": file, "line": int(line)})
+    return out
 
 
 def _streams(ops: pd.DataFrame, links: GpuLinks) -> list[dict[str, Any]]:
+    device, stream = ops["device"].to_numpy(), ops["stream"].to_numpy()
+    ts, end, dur = ops["ts"].to_numpy(), ops["end"].to_numpy(), ops["dur"].to_numpy()
+    kinds = _kind_codes(ops)
+    order = np.lexsort((stream, device))  # groups in key order, as a sorted groupby
+    keys = np.stack([device[order], stream[order]])
+    cuts = np.flatnonzero(np.any(keys[:, 1:] != keys[:, :-1], axis=0)) + 1 if len(order) else np.empty(0, int)
     rows = []
-    for (device, stream), part in ops.groupby(["device", "stream"]):
-        b = intervals.covered(*intervals.clip(part["ts"].to_numpy(), part["end"].to_numpy(), links.lo, links.hi))
-        rows.append({"device": int(device), "stream": int(stream), "ms": b / links.steps / NS_PER_MS,
+    for part in np.split(order, cuts) if len(order) else []:
+        b = intervals.covered(*intervals.clip(ts[part], end[part], links.lo, links.hi))
+        by_kind = np.bincount(kinds[part], weights=dur[part], minlength=len(KIND_ORDER))
+        by_kind[np.bincount(kinds[part], minlength=len(KIND_ORDER)) == 0] = -1  # only kinds it has
+        rows.append({"device": int(device[part[0]]), "stream": int(stream[part[0]]), "ms": b / links.steps / NS_PER_MS,
                      "share": b / links.window_ns if links.window_ns else 0.0,
-                     "ops_per_step": len(part) / links.steps,
-                     "kind": part.groupby("kind")["dur"].sum().idxmax()})
+                     "ops_per_step": len(part) / links.steps, "kind": KIND_ORDER[int(np.argmax(by_kind))]})
     return sorted(rows, key=lambda r: -r["ms"])
 
 
 def _devices(ops: pd.DataFrame, links: GpuLinks) -> list[dict[str, Any]]:
     rows = []
-    for device, part in ops.groupby("device"):
+    device = ops["device"].to_numpy()
+    for d in np.unique(device):
+        part = ops[device == d]
         b = busy_breakdown(part, links.lo, links.hi)
-        rows.append({"device": int(device), "busy_ms": b["busy"] / links.steps / NS_PER_MS,
+        rows.append({"device": int(d), "busy_ms": b["busy"] / links.steps / NS_PER_MS,
                      "idle_ms": b["idle"] / links.steps / NS_PER_MS,
                      "busy_fraction": b["busy"] / b["window"] if b["window"] else 0.0,
                      "ops_per_step": len(part) / links.steps})
@@ -227,27 +272,24 @@ def _devices(ops: pd.DataFrame, links: GpuLinks) -> list[dict[str, Any]]:
 def _steps(view: TraceView, ops: pd.DataFrame) -> list[dict[str, Any]]:
     if not view.profiler_steps_present:
         return []
-    rows = []
-    for st in view.steps.itertuples(index=False):
-        b = busy_breakdown(ops, int(st.start), int(st.end))
-        rows.append({"step": int(st.step), "time_ms": st.dur / NS_PER_MS, "busy_ms": b["busy"] / NS_PER_MS,
-                     "idle_ms": b["idle"] / NS_PER_MS, "busy_fraction": b["busy"] / st.dur if st.dur else 0.0})
-    return rows
-
-
-def _in_window(ops: pd.DataFrame, links: GpuLinks) -> pd.DataFrame:
-    return ops[(ops["end"] > links.lo) & (ops["ts"] < links.hi)]
+    st = view.steps
+    start, end, dur = st["start"].to_numpy("int64"), st["end"].to_numpy("int64"), st["dur"].to_numpy()
+    busy = busy_per_window(ops, start, end)["busy"]
+    idle = (end - start) - busy
+    return [{"step": int(s), "time_ms": d / NS_PER_MS, "busy_ms": b / NS_PER_MS, "idle_ms": i / NS_PER_MS,
+             "busy_fraction": b / d if d else 0.0}
+            for s, d, b, i in zip(st["step"].tolist(), dur.tolist(), busy.tolist(), idle.tolist())]
 
 
 @analyzer("gpu_time", needs=("gpu",), provides=PROVIDES)
 def gpu_time(view: TraceView) -> dict[str, Any]:
     """Busy and idle time of the main device, per stream and step, and why it was idle."""
     links = view.gpu
-    ops_all = _in_window(links.ops, links)
+    ops_all = links.in_window
     if len(ops_all) == 0 or links.window_ns <= 0:
         return {"gpu.window": links.window}
-    device = primary_device(ops_all)
-    ops = ops_all[ops_all["device"] == device].reset_index(drop=True)
+    device = links.device
+    ops = links.device_ops
     b = busy_breakdown(ops, links.lo, links.hi)
     per = links.steps * NS_PER_MS
     window = b["window"]
@@ -284,8 +326,9 @@ def gpu_time(view: TraceView) -> dict[str, Any]:
                     "gpu.idle.top_host_site": top["site"] or top["op"]})
         if top["site"]:
             out.update({"gpu.idle.top_host_file": top["file"], "gpu.idle.top_host_line": top["line"]})
+    counts = np.bincount(_kind_codes(ops), minlength=len(KIND_ORDER))
     out["gpu.kinds"] = records([
-        {"kind": k, "ms": b[k] / per, "share": b[k] / window, "ops_per_step": int((ops["kind"] == k).sum()) / links.steps}
+        {"kind": k, "ms": b[k] / per, "share": b[k] / window, "ops_per_step": int(counts[KIND_ORDER.index(k)]) / links.steps}
         for k in ("compute", "comm", "memcpy", "memset")
     ])
     out["gpu.streams"] = records(_streams(ops_all, links))

@@ -17,6 +17,7 @@ they use, so the name is evidence even without hardware counters:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 __all__ = ["is_matmul_or_conv", "kernel_precision", "uses_tensor_cores"]
 
@@ -32,11 +33,13 @@ _TENSOR_CORE = re.compile(
 _FP32_SIMT = re.compile(r"sgemm|scudnn|gemmk1|gemv2T_kernel_val<.*float|gemmSN|_sgemv", re.IGNORECASE)
 
 
+@lru_cache(maxsize=1 << 14)  # a trace has a few hundred kernel names, asked about by several analyzers
 def is_matmul_or_conv(name: str) -> bool:
     """A matrix multiply or convolution kernel (the work tensor cores can do)."""
     return bool(_MATMUL.search(name)) and not _NOT_MATMUL.search(name)
 
 
+@lru_cache(maxsize=1 << 14)
 def uses_tensor_cores(name: str) -> bool:
     """The kernel's name says it runs on tensor cores (NVIDIA) or matrix cores (AMD)."""
     if _FP32_SIMT.search(name) and not re.search(r"tf32|1688|16816|884", name, re.IGNORECASE):
@@ -44,6 +47,7 @@ def uses_tensor_cores(name: str) -> bool:
     return bool(_TENSOR_CORE.search(name))
 
 
+@lru_cache(maxsize=1 << 14)
 def kernel_precision(name: str) -> str:
     """fp16, bf16, tf32, fp32 or "" (unknown), as far as the name says."""
     low = name.lower()

@@ -18,7 +18,6 @@ from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.kernel_metrics import per_kernel
 from advisor.analyze.kernel_view import KernelView
 from advisor.analyze.registry import analyzer
-from advisor.collect.ncu import kernel_filter
 
 KERNEL_COLUMNS = {
     "report": "text: the file the kernel's results came from",
@@ -74,6 +73,8 @@ RULE_COLUMNS = {
 
 def _origin(kernel: str, function: str, framework: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Where the framework stage saw this kernel: its kernels.top row, matched by the filter ncu is given."""
+    from advisor.collect.ncu import kernel_filter  # the collector's modules only for the kernel stage
+
     for row in framework:
         name = str(row.get("name", ""))
         base, regex = kernel_filter(name)

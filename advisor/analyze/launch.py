@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from advisor.analyze import groups
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.gpu_kernels import kernels_in_window
@@ -44,30 +45,37 @@ def launch(view: TraceView) -> dict[str, Any]:
     """How long launch calls take next to the kernels they launch, and how late kernels start."""
     links = view.gpu
     ks = kernels_in_window(links)
-    linked = ks[ks["launch"] >= 0]
-    if len(ks) == 0 or len(linked) == 0:
+    rows_linked = np.flatnonzero(ks["launch"].to_numpy() >= 0)
+    if len(ks) == 0 or len(rows_linked) == 0:
         return {"launch.linked_fraction": 0.0} if len(ks) else {}
     steps = links.steps
-    call = (linked["launch_end"] - linked["launch_ts"]).to_numpy()
-    delay = (linked["ts"] - linked["launch_end"]).to_numpy()
-    short = linked[linked["dur"].to_numpy() < call].assign(call=call[linked["dur"].to_numpy() < call])
+    col = {c: ks[c].to_numpy()[rows_linked] for c in ("ts", "dur", "launch_ts", "launch_end", "src_line")}
+    call = col["launch_end"] - col["launch_ts"]
+    delay = col["ts"] - col["launch_end"]
+    short = np.flatnonzero(col["dur"] < call)
     out: dict[str, Any] = {
         "launch.host_ms": float(call.sum()) / steps / NS_PER_MS,
         "launch.call_us_median": float(np.median(call)) / 1e3,
         "launch.delay_us_median": float(np.median(delay)) / 1e3,
         "launch.short_kernels_per_step": len(short) / steps,
-        "launch.short_kernel_fraction": len(short) / len(linked),
-        "launch.short_kernel_ms": float(short["dur"].sum()) / steps / NS_PER_MS,
-        "launch.linked_fraction": len(linked) / len(ks),
+        "launch.short_kernel_fraction": len(short) / len(rows_linked),
+        "launch.short_kernel_ms": float(col["dur"][short].sum()) / steps / NS_PER_MS,
+        "launch.linked_fraction": len(rows_linked) / len(ks),
     }
     rows = []
     if len(short):
-        g = short.groupby(["op", "src_file", "src_line", "src_func"], sort=False).agg(
-            n=("dur", "size"), kernel=("dur", "mean"), call=("call", "mean")).reset_index()
-        for r in g.sort_values("n", ascending=False).head(TOP_N).itertuples(index=False):
-            rows.append({"op": r.op, "short_per_step": r.n / steps, "kernel_us": r.kernel / 1e3, "call_us": r.call / 1e3,
-                         "site": site(r.src_file, int(r.src_line), r.src_func), "file": r.src_file,
-                         "line": int(r.src_line)})
+        keys = [ks[c].to_numpy(dtype=object)[rows_linked][short] for c in ("op", "src_file")]
+        keys += [col["src_line"][short], ks["src_func"].to_numpy(dtype=object)[rows_linked][short]]
+        ids, n_groups = groups.group_ids(*keys)
+        n = np.bincount(ids, minlength=n_groups)
+        kernel = groups.sums(ids, n_groups, col["dur"][short]) / n
+        calls = groups.sums(ids, n_groups, call[short]) / n
+        first = groups.first_rows(ids, n_groups)
+        for k in groups.by_weight(n, "quicksort")[:TOP_N]:
+            op, file, line, func = (key[first[k]] for key in keys)
+            rows.append({"op": op, "short_per_step": n[k] / steps, "kernel_us": kernel[k] / 1e3,
+                         "call_us": calls[k] / 1e3, "site": site(file, int(line), func), "file": file,
+                         "line": int(line)})
     out["launch.by_op"] = records(rows)
     if rows:
         out["launch.top_site"] = rows[0]["site"] or rows[0]["op"]

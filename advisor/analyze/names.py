@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["codes_and_uniques", "mapped", "where"]
+__all__ = ["codes_and_uniques", "mapped", "used", "where"]
 
 
 def codes_and_uniques(names: pd.Series | np.ndarray) -> tuple[np.ndarray, list[Any]]:
@@ -25,20 +25,27 @@ def codes_and_uniques(names: pd.Series | np.ndarray) -> tuple[np.ndarray, list[A
     return np.asarray(codes), list(uniques)
 
 
+def used(codes: np.ndarray, count: int) -> np.ndarray:
+    """The codes that some row has: a subset of a Categorical keeps every category of the whole column."""
+    return np.flatnonzero(np.bincount(codes[codes >= 0], minlength=count))
+
+
 def where(names: pd.Series | np.ndarray, test: Callable[[str], Any]) -> np.ndarray:
     """``bool(test(name))`` for every row, as a numpy bool array."""
     codes, uniques = codes_and_uniques(names)
     if not uniques:
         return np.zeros(len(codes), bool)
-    hit = np.fromiter((bool(test(u)) for u in uniques), bool, len(uniques))
+    hit = np.zeros(len(uniques), bool)
+    for i in used(codes, len(uniques)):
+        hit[i] = bool(test(uniques[i]))
     return np.where(codes >= 0, hit[np.maximum(codes, 0)], False)
 
 
 def mapped(names: pd.Series | np.ndarray, func: Callable[[str], Any], dtype: Any = object) -> np.ndarray:
     """``func(name)`` for every row (missing names give ``func("")``)."""
     codes, uniques = codes_and_uniques(names)
-    values = np.empty(len(uniques) + 1, dtype=dtype)
-    for i, u in enumerate(uniques):
-        values[i] = func(u)
+    values = np.zeros(len(uniques) + 1, dtype=dtype)  # only the used entries are read
+    for i in used(codes, len(uniques)):
+        values[i] = func(uniques[i])
     values[len(uniques)] = func("")
     return values[np.where(codes >= 0, codes, len(uniques))]

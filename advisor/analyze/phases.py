@@ -45,34 +45,39 @@ def _merged(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def found_phases(view: TraceView) -> dict[str, tuple[str, pd.DataFrame]]:
-    """phase -> (how it was found, the events that mark it)."""
+    """phase -> (how it was found, the events that mark it: their name, ts, end and tid)."""
     e = view.events
     names = e["name"]
-    cats = e["cat"].to_numpy()
-    ua = cats == "user_annotation"
+    ua = (e["cat"] == "user_annotation").to_numpy()
+    cpu_op = (e["cat"] == "cpu_op").to_numpy()
+    marks = e[["name", "ts", "end", "tid"]]  # each filter below copies only these columns
     out: dict[str, tuple[str, pd.DataFrame]] = {}
-    labels = by_name.mapped(names, {label: phase for phase, label in PHASE_NAMES.items()}.get)
-    for phase, label in PHASE_NAMES.items():
-        marked = e[ua & (labels == phase)]
-        if len(marked):
-            out[phase] = ("advisor labels", marked)
-    fallback = by_name.mapped(names, _fallback_phase)
+    # phases as small ints per row: comparing them is cheap, comparing texts per row is not
+    phases = list(PHASE_NAMES)
+    by_label = {label: i for i, label in enumerate(PHASE_NAMES.values())}
+    labels = by_name.mapped(names, lambda n: by_label.get(n, -1), "int8")
+    for i, phase in enumerate(phases):
+        marked = ua & (labels == i)
+        if marked.any():
+            out[phase] = ("advisor labels", marks[marked])
+    fallback = by_name.mapped(names, lambda n: phases.index(p) if (p := _fallback_phase(n)) else -1, "int8")
     fallbacks = {
-        "dataloader": e[ua & (fallback == "dataloader")],
-        "optimizer": e[ua & (fallback == "optimizer")],
-        "backward": e[(cats == "cpu_op") & (fallback == "backward")],
+        "dataloader": ua & (fallback == phases.index("dataloader")),
+        "optimizer": ua & (fallback == phases.index("optimizer")),
+        "backward": cpu_op & (fallback == phases.index("backward")),
     }
-    for phase, frame in fallbacks.items():
-        if phase not in out and len(frame):
-            out[phase] = ("torch annotations", frame)
+    for phase, mask in fallbacks.items():
+        if phase not in out and mask.any():
+            out[phase] = ("torch annotations", marks[mask])
     if "forward" not in out:
-        marked = e[ua & by_name.where(names, _is_forward_annotation)]
-        modules = e[(cats == "python_function") & by_name.where(names, _is_module_frame)
-                    & (e["tid"] == view.main_tid).to_numpy()]
-        if len(marked):
-            out["forward"] = ("forward annotations", marked)
-        elif len(modules):
-            out["forward"] = ("nn.Module frames", modules)
+        marked = ua & by_name.where(names, _is_forward_annotation)
+        if marked.any():
+            out["forward"] = ("forward annotations", marks[marked])
+        else:
+            modules = ((e["cat"] == "python_function").to_numpy() & by_name.where(names, _is_module_frame)
+                       & (e["tid"] == view.main_tid).to_numpy())
+            if modules.any():
+                out["forward"] = ("nn.Module frames", marks[modules])
     return out
 
 
@@ -116,10 +121,10 @@ def phase_sources(view: TraceView) -> dict[str, str]:
 def _infer_forward(view: TraceView, known: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Per step: from the first to the last autograd-recorded top-level op before backward starts."""
     e = view.events
-    ops = e[(e["cat"] == "cpu_op") & (e["tid"] == view.main_tid) & (e["seq"] >= 0)]
-    if len(ops) == 0:
+    ops = (e["cat"] == "cpu_op").to_numpy() & (e["tid"] == view.main_tid).to_numpy() & (e["seq"] >= 0).to_numpy()
+    if not ops.any():
         return _EMPTY
-    ts, end = ops["ts"].to_numpy(), ops["end"].to_numpy()
+    ts, end = e["ts"].to_numpy()[ops], e["end"].to_numpy()[ops]
     other_s, other_e = intervals.union(
         np.concatenate([known[p][0] for p in known] or [np.empty(0, "int64")]),
         np.concatenate([known[p][1] for p in known] or [np.empty(0, "int64")]),

@@ -16,9 +16,8 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from advisor.analyze import names
+from advisor.analyze import groups, names
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.kernel_names import is_matmul_or_conv, kernel_precision, uses_tensor_cores
@@ -75,18 +74,20 @@ def _device(view: TraceView) -> tuple[str, bool, bool]:
     return f"{major}.{minor}", cores, (not amd) and major >= 8
 
 
-def _classified(view: TraceView) -> pd.DataFrame:
+def _classified(view: TraceView) -> dict[str, np.ndarray]:
+    """The matmul/conv kernels in the window, as arrays: name, dur, op, source, and how each is classified."""
     ks = kernels_in_window(view.gpu)
-    mm = ks[names.where(ks["name"], is_matmul_or_conv)]
-    if len(mm) == 0:
-        return mm
-    by_name = pd.DataFrame({"name": mm["name"].unique()})
-    by_name["tc"] = [uses_tensor_cores(n) for n in by_name["name"]]
-    by_name["named"] = [kernel_precision(n) for n in by_name["name"]]
-    mm = mm.merge(by_name, on="name", how="left")
-    mm["input"] = names.mapped(mm["input_types"], _input_dtype)
+    rows = np.flatnonzero(names.where(ks["name"], is_matmul_or_conv))
+    mm = {"name": ks["name"].iloc[rows], "dur": ks["dur"].to_numpy()[rows]}
+    mm["tc"] = names.mapped(mm["name"], uses_tensor_cores, bool)
+    mm["named"] = names.mapped(mm["name"], kernel_precision)
+    mm["name"] = mm["name"].to_numpy(dtype=object)
+    mm["input"] = names.mapped(ks["input_types"].to_numpy(dtype=object)[rows], _input_dtype)
+    for c in ("op", "src_file", "src_func"):
+        mm[c] = ks[c].to_numpy(dtype=object)[rows]
+    mm["src_line"] = ks["src_line"].to_numpy()[rows]
     # The kernel name is more specific than the input dtype for TF32 (fp32 inputs, tensor cores).
-    given, named = mm["input"].to_numpy(dtype=object), mm["named"].to_numpy(dtype=object)
+    given, named = mm["input"], mm["named"]
     mm["dtype"] = np.where(given != "", np.where(named == "tf32", "tf32", given), named).astype(object)
     return mm
 
@@ -98,29 +99,37 @@ def precision(view: TraceView) -> dict[str, Any]:
     out: dict[str, Any] = {"precision.compute_capability": cc or None, "precision.tensor_cores": cores if cc else None,
                            "precision.tf32_capable": tf32 if cc else None}
     mm = _classified(view)
-    if len(mm) == 0:
+    if len(mm["dur"]) == 0:
         return out
     steps = view.gpu.steps
-    total = int(mm["dur"].sum())
+    dur, dtype = mm["dur"], mm["dtype"]
+    total = int(dur.sum())
     all_kernels = int(kernels_in_window(view.gpu)["dur"].sum())
-    fp32 = mm[~mm["tc"] & (mm["dtype"].isin(("fp32", "")) & (mm["named"] != "fp16"))]
-    low = int(mm.loc[mm["dtype"].isin(LOW), "dur"].sum())
+    is_fp32 = ~mm["tc"] & np.isin(dtype, ("fp32", "")) & (mm["named"] != "fp16")
+    fp32_ns = int(dur[is_fp32].sum())
+    low = int(dur[np.isin(dtype, LOW)].sum())
     out.update({
         "precision.matmul_ms": total / steps / NS_PER_MS, "precision.matmul_share": total / all_kernels,
-        "precision.tensor_core_share": int(mm.loc[mm["tc"], "dur"].sum()) / total,
-        "precision.fp32_share": int(fp32["dur"].sum()) / total, "precision.fp32_ms": int(fp32["dur"].sum()) / steps / NS_PER_MS,
-        "precision.fp32_window_share": int(fp32["dur"].sum()) / view.gpu.window_ns if view.gpu.window_ns else 0.0,
-        "precision.tf32_share": int(mm.loc[mm["dtype"] == "tf32", "dur"].sum()) / total,
+        "precision.tensor_core_share": int(dur[mm["tc"]].sum()) / total,
+        "precision.fp32_share": fp32_ns / total, "precision.fp32_ms": fp32_ns / steps / NS_PER_MS,
+        "precision.fp32_window_share": fp32_ns / view.gpu.window_ns if view.gpu.window_ns else 0.0,
+        "precision.tf32_share": int(dur[dtype == "tf32"].sum()) / total,
         "precision.low_share": low / total, "precision.amp": low / total >= AMP_SHARE,
         "precision.dtype_source": "operator inputs" if (mm["input"] != "").any() else "kernel names",
     })
-    dt = mm.assign(dtype=mm["dtype"].replace("", "unknown")).groupby("dtype")["dur"].sum().sort_values(ascending=False)
-    out["precision.dtypes"] = records({"dtype": k, "ms": v / steps / NS_PER_MS, "share": v / total} for k, v in dt.items())
+    labels, inverse = np.unique(np.where(dtype == "", "unknown", dtype).astype(str), return_inverse=True)
+    by_dtype = groups.sums(inverse, len(labels), dur)
+    out["precision.dtypes"] = records({"dtype": labels[k], "ms": by_dtype[k] / steps / NS_PER_MS,
+                                       "share": by_dtype[k] / total} for k in groups.by_weight(by_dtype, "quicksort"))
     rows = []
-    if len(fp32):
-        g = fp32.groupby(["name", "op", "src_file", "src_line", "src_func"], sort=False)["dur"].sum()
-        for (name, op, file, line, func), dur in g.sort_values(ascending=False).head(TOP_N).items():
-            rows.append({"name": name, "ms": dur / steps / NS_PER_MS, "share": dur / total, "op": op,
+    if is_fp32.any():
+        keys = [mm[c][is_fp32] for c in ("name", "op", "src_file", "src_line", "src_func")]
+        ids, n = groups.group_ids(*keys)
+        ns = groups.sums(ids, n, dur[is_fp32])
+        first = groups.first_rows(ids, n)
+        for k in groups.by_weight(ns, "quicksort")[:TOP_N]:
+            name, op, file, line, func = (key[first[k]] for key in keys)
+            rows.append({"name": name, "ms": ns[k] / steps / NS_PER_MS, "share": ns[k] / total, "op": op,
                          "site": site(file, int(line), func), "file": file, "line": int(line)})
     out["precision.fp32_kernels"] = records(rows)
     return out

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from advisor.analyze import groups
 from advisor.analyze.common import NS_PER_MS, site
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.registry import analyzer
@@ -56,14 +58,19 @@ PROVIDES = (
 
 
 def _points(syncs: pd.DataFrame, steps: int) -> list[dict[str, Any]]:
-    keys = ["sync", "name", "op", "item", "src_file", "src_line", "src_func"]
-    g = syncs.groupby(keys, sort=False).agg(n=("dur", "size"), dur=("dur", "sum")).reset_index()
+    keys = [syncs[c].to_numpy() for c in ("sync", "name", "op", "item", "src_file", "src_line", "src_func")]
+    ids, n_groups = groups.group_ids(*keys)
+    total = groups.sums(ids, n_groups, syncs["dur"].to_numpy())
+    count = np.bincount(ids, minlength=n_groups)
+    first = groups.first_rows(ids, n_groups)
     rows = []
-    for r in g.sort_values("dur", ascending=False).head(TOP_N).itertuples(index=False):
+    for k in groups.by_weight(total, "quicksort")[:TOP_N]:
+        sync, name, op, item, file, line, func = (key[first[k]] for key in keys)
+        n, dur = count[k], total[k]
         rows.append({
-            "kind": r.sync, "what": KIND_TEXT.get(r.sync, r.sync), "api": r.name, "op": r.op, "item": bool(r.item),
-            "calls_per_step": r.n / steps, "ms": r.dur / steps / NS_PER_MS, "avg_us": r.dur / r.n / 1e3,
-            "site": site(r.src_file, int(r.src_line), r.src_func), "file": r.src_file, "line": int(r.src_line),
+            "kind": sync, "what": KIND_TEXT.get(sync, sync), "api": name, "op": op, "item": bool(item),
+            "calls_per_step": n / steps, "ms": dur / steps / NS_PER_MS, "avg_us": dur / n / 1e3,
+            "site": site(file, int(line), func), "file": file, "line": int(line),
         })
     return rows
 
@@ -88,8 +95,9 @@ def syncs(view: TraceView) -> dict[str, Any]:
     all_syncs = links.host_syncs
     s = all_syncs[(all_syncs["ts"] >= links.lo) & (all_syncs["ts"] < links.hi)]
     host = view.host
-    items = host[(host["cat"] == "cpu_op") & (host["name"] == "aten::_local_scalar_dense")
-                 & (host["ts"] >= links.lo) & (host["ts"] < links.hi)]
+    ts = host["ts"].to_numpy()
+    items = np.flatnonzero(((host["cat"] == "cpu_op") & (host["name"] == "aten::_local_scalar_dense")).to_numpy()
+                           & (ts >= links.lo) & (ts < links.hi))
     out: dict[str, Any] = {
         "sync.count_per_step": len(s) / steps,
         "sync.ms": float(s["dur"].sum()) / steps / NS_PER_MS,

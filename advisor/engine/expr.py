@@ -325,13 +325,24 @@ def _pattern_literals(node: Node) -> Iterable[Const]:
         yield from _pattern_literals(child)
 
 
+#: source -> its compiled expression: a rule's expressions are checked when it is validated and compiled
+#: again when it is evaluated, and rule files repeat texts; an Expression is never changed after it is built.
+_COMPILED: dict[str, Expression] = {}
+_COMPILED_MAX = 4096
+
+
 def compile_expression(source: str) -> Expression:
     """Parse ``source``; raise :class:`ExpressionError` with the column on failure.
 
     Regex literals in ``matches()`` are compiled too, so a broken pattern is a
-    lint error rather than a failure on a user's run.
+    lint error rather than a failure on a user's run. Each distinct source is
+    parsed once per process.
     """
+    if isinstance(source, str) and (cached := _COMPILED.get(source)) is not None:
+        return cached
     expr = Expression(source)
     for pattern, pos in expr.patterns():
         compile_pattern(pattern, source, pos)
+    if len(_COMPILED) < _COMPILED_MAX:
+        _COMPILED[source] = expr
     return expr

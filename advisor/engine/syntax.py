@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from advisor.engine.functions import FUNCTIONS
 from advisor.engine.tree import (
@@ -42,8 +42,7 @@ _KEYWORDS = {"and", "or", "not", "in", "if", "else", "for", "true", "false", "nu
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"'}
 
 
-@dataclass(frozen=True)
-class _Tok:
+class _Tok(NamedTuple):  # a tuple: rule loading makes thousands
     kind: str  # number, string, name, kw, op, end
     text: str
     pos: int
@@ -109,11 +108,12 @@ class _Parser:
         return ExpressionError(f"{message} at column {tok.pos + 1}, found {found}", self.source, tok.pos)
 
     def _is(self, kind: str, *texts: str) -> bool:
-        return self.tok.kind == kind and (not texts or self.tok.text in texts)
+        tok = self.tokens[self.i]
+        return tok.kind == kind and (not texts or tok.text in texts)
 
     def _take(self, kind: str, *texts: str) -> _Tok | None:
-        if self._is(kind, *texts):
-            tok = self.tok
+        tok = self.tokens[self.i]
+        if tok.kind == kind and (not texts or tok.text in texts):
             self.i += 1
             return tok
         return None

@@ -13,8 +13,10 @@ One :class:`KinetoTrace` per file. Its tables:
     name           category   event name
     ts, dur, end   int64 ns   start, duration and end, on the trace's clock
     pid, tid       int64      process and thread; for GPU events device and stream
-    ...            per ARGS   selected ``args``; -1 (ints), NaN (floats) or ""
-                              (strings) where the event does not carry them
+    ...            per ARGS   selected ``args``: int64 (-1 where absent; int32 for
+                              the small numbers in INT32_COLUMNS: device, stream,
+                              wait_stream, group_size), float64 (NaN) or text as a
+                              Categorical ("" where absent)
     =============  =========  ====================================================
 
     The ``args`` columns (see :data:`ARGS`) that link and describe events:
@@ -29,11 +31,19 @@ One :class:`KinetoTrace` per file. Its tables:
       ``copy_kind`` is ROCm's memcpy direction (CUDA writes it in the name).
     - ``collective``, ``dtype``, ``in_nelems``, ``group_size``, ``pg_name``:
       the c10d collective a communication op or kernel belongs to.
-    - ``input_dims``, ``input_types``: the shapes and dtypes of an operator's
-      inputs (``record_shapes=True``), as JSON text.
-    - ``call_stack``, ``module_hierarchy``: the Python stack and module path
-      that older (pre-2.0) profilers wrote as ``args`` instead of
-      python_function events.
+    - ``seq``: the autograd sequence number that ties a backward op to its
+      forward op; ``input_types``: the dtypes of an operator's inputs
+      (``record_shapes=True``), as JSON text.
+
+    Text columns are Categoricals (a few hundred distinct values over
+    millions of rows): compare them with ``==``/``isin`` as strings; to build
+    new text from them, take ``.astype(str)`` or ``.to_numpy(dtype=object)``
+    first, and mind that ``value_counts`` lists unused categories with 0.
+
+    :data:`EXTRA_ARGS` (shapes, kernel launch geometry, Python ids, the
+    pre-2.0 ``call_stack`` / ``module_hierarchy``, ...) are read only when
+    asked for, ``load_kineto(path, args=ALL_ARGS)``: every column costs
+    decoding time and 8 bytes per event, present or not.
 
 ``memory``
     ``[memory]`` instant events (``profile_memory=True``): ts, bytes,
@@ -56,7 +66,8 @@ decoded by msgspec into only the fields above and turned into column chunks
 holds the tables plus one piece, whatever the file's size.
 tests/load/kineto_reference.py is the plain form of the same rules (the
 whole document through ``orjson.loads``, a loop per column); the tables must
-equal its tables on every fixture trace.
+equal its tables (values, dtypes, categories, row order) on every fixture trace,
+with :data:`ARGS` and with :data:`ALL_ARGS`.
 """
 
 from __future__ import annotations
@@ -76,7 +87,7 @@ import pandas as pd
 from advisor.errors import TraceError
 from advisor.load.json_stream import read_array
 
-__all__ = ["ARGS", "CATEGORY_ALIASES", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
+__all__ = ["ALL_ARGS", "ARGS", "CATEGORY_ALIASES", "EXTRA_ARGS", "INT32_COLUMNS", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
 
 #: Old and vendor category names, mapped to the names current Kineto writes.
 CATEGORY_ALIASES: dict[str, str] = {
@@ -103,20 +114,34 @@ CATEGORY_ALIASES: dict[str, str] = {
     "Python_Function": "python_function",
 }
 
-#: Trace ``args`` kept as columns: column -> (arg keys in order of preference, kind).
+#: Trace ``args`` kept as columns: column -> (arg keys in order of preference, kind). Only what the
+#: analyzers read: every column costs decoding time and memory on every event, present or not.
 ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "external_id": (("External id",), "int"),
     "correlation": (("correlation",), "int"),
     "seq": (("Sequence number",), "int"),
-    "fwd_tid": (("Fwd thread id",), "int"),
     "device": (("device",), "int"),
     "stream": (("stream",), "int"),
     "bytes": (("bytes", "size"), "int"),
+    "input_types": (("Input type",), "str"),
+    "sync_kind": (("cuda_sync_kind",), "str"),
+    "wait_stream": (("wait_on_stream",), "int"),
+    "copy_kind": (("kind",), "str"),
+    "collective": (("Collective name",), "str"),
+    "dtype": (("dtype",), "str"),
+    "in_nelems": (("In msg nelems", "in_msg_nelems"), "int"),
+    "group_size": (("Group size",), "int"),
+    "pg_name": (("Process Group Name",), "str"),
+}
+
+#: More ``args`` a trace may carry, read only when asked for (``load_kineto(path, args=ALL_ARGS)``);
+#: an analyzer that needs one moves it into :data:`ARGS`.
+EXTRA_ARGS: dict[str, tuple[tuple[str, ...], str]] = {
+    "fwd_tid": (("Fwd thread id",), "int"),
     "bandwidth_gbs": (("memory bandwidth (GB/s)",), "float"),
     "python_id": (("Python id",), "int"),
     "python_parent_id": (("Python parent id",), "int"),
     "input_dims": (("Input Dims",), "str"),
-    "input_types": (("Input type",), "str"),
     "grid": (("grid",), "str"),
     "block": (("block",), "str"),
     "registers": (("registers per thread",), "int"),
@@ -124,18 +149,21 @@ ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "occupancy_pct": (("est. achieved occupancy %",), "float"),
     "cbid": (("cbid", "cid"), "int"),
     "queued": (("queued",), "int"),
-    "sync_kind": (("cuda_sync_kind",), "str"),
-    "wait_stream": (("wait_on_stream",), "int"),
-    "copy_kind": (("kind",), "str"),
-    "collective": (("Collective name",), "str"),
-    "dtype": (("dtype",), "str"),
-    "in_nelems": (("In msg nelems", "in_msg_nelems"), "int"),
     "out_nelems": (("Out msg nelems", "out_msg_nelems"), "int"),
-    "group_size": (("Group size",), "int"),
-    "pg_name": (("Process Group Name",), "str"),
     "call_stack": (("Call stack",), "str"),
     "module_hierarchy": (("Module Hierarchy",), "str"),
 }
+ALL_ARGS = {**ARGS, **EXTRA_ARGS}
+
+#: small-number ``args`` columns kept as int32 (a value outside int32 is not a device, stream or group size: -1)
+INT32_COLUMNS = ("device", "stream", "wait_stream", "group_size")
+
+
+def to_int32(values: np.ndarray) -> np.ndarray:
+    """int64 -> int32, with -1 for what does not fit."""
+    fits = (values >= np.iinfo("int32").min) & (values <= np.iinfo("int32").max)
+    return np.where(fits, values, -1).astype("int32")
+
 
 #: GPU-side categories, whose ``stream`` is a device stream
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotation")
@@ -205,12 +233,18 @@ def is_kineto_trace(path: Path) -> bool:
     return name.endswith((".json", ".json.gz"))
 
 
-def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | None = None) -> KinetoTrace:
-    """Load one Kineto trace (``.json`` or ``.json.gz``); ``on_progress(done, total)`` follows the file bytes read."""
+def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | None = None,
+                args: Mapping[str, tuple[tuple[str, ...], str]] | None = None, window: Any = None) -> KinetoTrace:
+    """Load one Kineto trace (``.json`` or ``.json.gz``); ``on_progress(done, total)`` follows the file bytes read.
+
+    ``args``: the ``args`` columns to read (default :data:`ARGS`; :data:`ALL_ARGS` adds :data:`EXTRA_ARGS`).
+    ``window``: a :class:`~advisor.load.kineto_window.Window` (see :func:`~advisor.load.kineto_window.plan_window`):
+    only the events that overlap it are kept, and ``meta`` records it under ``advisor_window``.
+    """
     from advisor.load.kineto_pieces import Columns
 
     path = Path(path)
-    columns = Columns(ARGS)
+    columns = Columns(dict(ARGS if args is None else args), window)
     # Loading makes millions of short-lived objects and no reference cycles; the
     # cyclic GC would walk every live object again and again for nothing.
     gc_was_on = gc.isenabled()
@@ -223,6 +257,10 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
             for _ in pieces:
                 pass  # each piece lands in ``columns``; the keys after the array land in ``meta`` at the end
         _add_rank(meta)
+        if window is not None:
+            from advisor.load.kineto_window import META_KEY
+
+            meta[META_KEY] = window.to_meta()
         base_us = columns.base_us
         return KinetoTrace(
             path=path,
@@ -263,7 +301,31 @@ def _joined(chunks: dict[str, list[Any]], column: str, dtype: str) -> np.ndarray
         parts[:] = [np.array(part, dtype=object) for part in parts]
     joined = np.concatenate(parts) if len(parts) > 1 else np.asarray(parts[0])
     parts.clear()  # free each chunk as soon as its column is joined
+    trim_heap()
     return joined.astype(dtype, copy=False)
+
+
+def trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
+
+    A load frees hundreds of MB of column chunks that sit on the heap between
+    other allocations; glibc keeps such memory, so without this it would count
+    in the process's RSS for the rest of the run (on a 500 MB trace, 300 MB).
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+def _malloc_trim() -> Any:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
 
 
 def _to_ns(values: np.ndarray, base_us: int) -> np.ndarray:
@@ -313,12 +375,16 @@ def _events_table(columns: Any, base_us: int) -> pd.DataFrame:
         "pid": _joined(chunks, "pid", "int64")[order],
         "tid": _joined(chunks, "tid", "int64")[order],
     }
-    for column, (_, kind) in ARGS.items():
-        dtype = {"int": "int64", "float": "float64", "str": "object"}[kind]
-        data[column] = _joined(chunks, column, dtype)[order]
-        if kind == "str" and not len(order):
-            data[column] = pd.array([], dtype="str")
-    data["stream"][data["stream"] == _NO_STREAM[0]] = -1
+    for column, (_, kind) in columns.args_spec.items():
+        if kind == "str":
+            data[column] = _categorical(_joined(chunks, column, "int32")[order], list(columns.texts[column]))
+        else:
+            data[column] = _joined(chunks, column, {"int": "int64", "float": "float64"}[kind])[order]
+    if "stream" in data:
+        data["stream"][data["stream"] == _NO_STREAM[0]] = -1
+    for column in INT32_COLUMNS:
+        if column in data:
+            data[column] = to_int32(data[column])
     data["end"] = end[order]
     return pd.DataFrame(data, copy=False)  # the arrays are ours: no second copy of every column
 

@@ -31,6 +31,8 @@ class Verdict:
 
 def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
     missing = []
+    if facts.get("trace.partial") and facts.get("trace.analysed_steps"):
+        missing.append(str(facts["trace.analysed_steps"]))
     steps = facts.get("steps.count", 0) or 0
     if steps == 0:
         missing.append("no ProfilerStep ranges: the trace was analysed as one window, so per-step figures are "
@@ -56,9 +58,11 @@ def judge(diagnoses: Sequence[Diagnosis], facts: Mapping[str, Any], stopped_earl
     if serious:
         top = serious[0]
         return Verdict("slow", f"{top.name.replace('-', ' ')}: {top.what}", missing)
-    if missing:
+    # a window of steps (a trace over the memory budget) is shown with the rest, but still supports a verdict
+    blocking = [m for m in missing if m != facts.get("trace.analysed_steps")]
+    if blocking:
         minor = f" ({len(diagnoses)} minor finding(s))" if diagnoses else ""
-        return Verdict("inconclusive", "The data cannot support a verdict: " + missing[0] + minor, missing)
+        return Verdict("inconclusive", "The data cannot support a verdict: " + blocking[0] + minor, missing)
     if diagnoses:
         return Verdict("healthy", "No major bottleneck; only minor findings.", missing)
     return Verdict("healthy", "No bottleneck found by the rules that could run on this data.", missing)

@@ -4,7 +4,8 @@ It reads the whole document with ``orjson.loads`` and builds each column with
 a Python loop over the events; :mod:`advisor.load.kineto` must produce the same
 tables (same columns, dtypes, values and row order) from every trace. It
 shares the declarations (:data:`ARGS`, :data:`CATEGORY_ALIASES`) with the real
-loader, so it checks how they are read, not what they say.
+loader, so it checks how they are read, not what they say. ``load_reference(path, args)`` reads the
+given ``args`` columns (:data:`ARGS` by default); text columns become ``pd.Categorical`` of the texts.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from advisor.load.kineto import ARGS, CATEGORY_ALIASES, OWN_LABEL_PREFIX, KinetoTrace
+from advisor.load.kineto import ARGS, CATEGORY_ALIASES, INT32_COLUMNS, OWN_LABEL_PREFIX, KinetoTrace
 
 _NO_STREAM = (4294967295, 0xFFFFFFFFFFFFFFFF)
 _INT_IN_TEXT = re.compile(r"(0x[0-9a-fA-F]+|-?\d+)")
 
 
-def load_reference(path: Path) -> KinetoTrace:
+def load_reference(path: Path, args: Mapping[str, tuple[tuple[str, ...], str]] = ARGS) -> KinetoTrace:
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
@@ -39,7 +40,7 @@ def load_reference(path: Path) -> KinetoTrace:
                 meta.setdefault(key, info[key])
     complete, instants, flows = _split(doc["traceEvents"])
     base_us = _base_us(complete, instants, flows)
-    return KinetoTrace(path=path, events=_events_table(complete, base_us), memory=_memory_table(instants, base_us),
+    return KinetoTrace(path=path, events=_events_table(complete, base_us, args), memory=_memory_table(instants, base_us),
                        flows=_flow_table(flows, base_us), meta=meta)
 
 
@@ -103,7 +104,7 @@ def _text(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _events_table(complete: list[dict], base_us: int) -> pd.DataFrame:
+def _events_table(complete: list[dict], base_us: int, args: Mapping[str, tuple[tuple[str, ...], str]]) -> pd.DataFrame:
     names = [str(ev.get("name", "")) for ev in complete]
     cats = [CATEGORY_ALIASES.get(ev.get("cat") or "", ev.get("cat") or "") for ev in complete]
     cats = ["user_annotation" if c == "cpu_op" and n.startswith(OWN_LABEL_PREFIX) else c for c, n in zip(cats, names)]
@@ -116,16 +117,20 @@ def _events_table(complete: list[dict], base_us: int) -> pd.DataFrame:
         "tid": np.array([_int(ev.get("tid")) for ev in complete], dtype="int64"),
     }
     arg_dicts = [ev.get("args") if isinstance(ev.get("args"), dict) else {} for ev in complete]
-    for column, (keys, kind) in ARGS.items():
+    for column, (keys, kind) in args.items():
         raw = [_arg_value(a, keys) for a in arg_dicts]
         if kind == "int":
             columns[column] = np.array([-1 if v is None else _int(v) for v in raw], dtype="int64")
         elif kind == "float":
             columns[column] = np.array([float(v) if _is_num(v) else np.nan for v in raw], dtype="float64")
         else:
-            columns[column] = [_text(v) for v in raw]
+            columns[column] = pd.Categorical([_text(v) for v in raw])
     frame = pd.DataFrame(columns)
     frame.loc[frame["stream"].isin(_NO_STREAM), "stream"] = -1
+    for column in INT32_COLUMNS:  # small numbers: -1 for anything outside int32
+        if column in frame:
+            frame[column] = [v if -(2**31) <= v < 2**31 else -1 for v in frame[column].tolist()]
+            frame[column] = frame[column].astype("int32")
     frame["end"] = frame["ts"] + frame["dur"]
     frame = frame[frame["cat"] != "trace"]
     frame = frame.sort_values(["ts", "end"], ascending=[True, False], kind="stable").reset_index(drop=True)

@@ -12,13 +12,14 @@ import pytest
 from advisor.errors import TraceError
 from advisor.load import json_stream
 from advisor.load.json_stream import exact_cut
-from advisor.load.kineto import load_kineto
+from advisor.load.kineto import ALL_ARGS, load_kineto
 from conftest import KINETO_TRACES, fixture_path
 from kineto_reference import load_reference
 
 
-def _assert_same(path) -> None:
-    new, ref = load_kineto(path), load_reference(path)
+def _assert_same(path, args=None) -> None:
+    new = load_kineto(path, args=args)
+    ref = load_reference(path) if args is None else load_reference(path, args)
     for table in ("events", "memory", "flows"):
         # An empty table's text columns are str here; the reference's are float64 (pandas' guess for []).
         pd.testing.assert_frame_equal(getattr(new, table), getattr(ref, table), check_exact=True,
@@ -30,6 +31,12 @@ def _assert_same(path) -> None:
 @pytest.mark.parametrize("name", KINETO_TRACES)
 def test_fixture_tables_equal_the_reference(name: str) -> None:
     _assert_same(fixture_path("kineto", name))
+
+
+@pytest.mark.parametrize("name", ["a100_ddp_nccl_rank0.pt.trace.json.gz", "a100_alexnet_cuda_sync.pt.trace.json.gz"])
+def test_every_arg_column_equals_the_reference(name: str) -> None:
+    """The extra args columns (read on request) follow the same rules."""
+    _assert_same(fixture_path("kineto", name), ALL_ARGS)
 
 
 @pytest.mark.parametrize("name", ["a100_ddp_nccl_rank0.pt.trace.json.gz", "mi250_rocm_minitoy.pt.trace.json.gz"])
