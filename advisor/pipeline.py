@@ -21,12 +21,13 @@ from advisor.engine.evaluate import Diagnosis, Outcome, evaluate_rules
 from advisor.engine.rulebook import RuleBook
 from advisor.errors import TraceError
 from advisor.load.kineto import KinetoTrace, load_kineto
-from advisor.report.model import build_report_data
-from advisor.report.render import write_reports
+from advisor.load.ncu_tables import NcuReport
+from advisor.progress import Progress
 from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
 
-__all__ = ["Diagnosed", "analyze_traces", "diagnose_findings", "find_kineto_traces", "render_run", "save"]
+__all__ = ["Diagnosed", "analyze_kernel_reports", "analyze_traces", "compare_kernel_reports", "diagnose_findings",
+           "find_kineto_traces", "is_kernel_file", "load_kernel_reports", "render_run", "save"]
 
 
 @dataclass
@@ -51,7 +52,19 @@ def find_kineto_traces(path: Path) -> list[Path]:
 
 
 def load_traces(paths: Iterable[Path]) -> list[KinetoTrace]:
-    traces = [load_kineto(p) for p in paths]
+    """Load each trace (a progress bar on a terminal when it takes more than a second).
+
+    A trace over the memory budget is read twice: once to pick a window of steps that fits, then for the
+    window's events only (see :mod:`advisor.load.kineto_window`).
+    """
+    from advisor.load.kineto_window import plan_window
+
+    traces = []
+    for p in paths:
+        with Progress(f"Scanning {p.name} (over the memory budget)") as bar:
+            window = plan_window(p, on_progress=bar.update)
+        with Progress(f"Loading {p.name}") as bar:
+            traces.append(load_kineto(p, on_progress=bar.update, window=window))
     return sorted(traces, key=lambda t: t.rank)
 
 
@@ -61,8 +74,16 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
         return Findings(notes=["no trace was captured, so nothing could be analysed"])
     views = [TraceView(t, run_meta) for t in traces]
     primary = views[0]
-    findings = run_analyzers(primary, "framework", evidence=str(primary.trace.path))
+    with Progress(f"Analysing {primary.trace.path.name}") as bar:
+        findings = run_analyzers(primary, "framework", evidence=str(primary.trace.path), on_progress=bar.update)
+    from advisor.load.kineto_window import META_KEY
+
+    for trace in traces:  # traces over the memory budget were analysed on a window of steps: say so
+        window = trace.meta.get(META_KEY)
+        if window:
+            findings.notes.append(f"{trace.path.name}: {window['note']}")
     if len(views) > 1:
+        # Ranks compared: host side in advisor.analyze.ranks, GPU side in advisor.analyze.gpu_ranks
         rank_set = RankSet(views)
         evidence = ", ".join(str(v.trace.path) for v in rank_set.views)
         findings.merge(run_analyzers(rank_set, "framework", evidence=evidence, scope="ranks"))
@@ -73,6 +94,51 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
         if rank_set.numbered_by_order:
             findings.notes.append("the traces carry no distinct rank numbers, so ranks are numbered in file order")
     return findings
+
+
+def is_kernel_file(path: Path) -> bool:
+    """A Nsight Compute result: a ``.ncu-rep`` file, or a text file holding ncu CSV output."""
+    from advisor.load.ncu_csv import is_ncu_csv
+
+    return path.is_file() and (path.suffix == ".ncu-rep" or (path.suffix in (".csv", ".log", ".txt")
+                                                             and is_ncu_csv(path)))
+
+
+def load_kernel_reports(paths: Iterable[Path]) -> list[NcuReport]:
+    """Read each Nsight Compute file with the loader for its type."""
+    from advisor.load.ncu_csv import load_ncu_csv
+    from advisor.load.ncu_report import load_ncu_report
+
+    return [load_ncu_report(p) if p.suffix == ".ncu-rep" else load_ncu_csv(p) for p in paths]
+
+
+def analyze_kernel_reports(reports: Sequence[NcuReport], framework_kernels: Sequence[dict[str, Any]] = ()
+                           ) -> Findings:
+    """Kernel-stage findings; ``framework_kernels`` (the run's ``kernels.top``) ties kernels to the code."""
+    from advisor.analyze.kernel_view import KernelView
+
+    findings = run_analyzers(KernelView(reports, framework_kernels), "kernel",
+                             evidence=", ".join(str(r.path) for r in reports))
+    for report in reports:
+        findings.notes.extend(report.notes)
+    return findings
+
+
+def compare_kernel_reports(before: NcuReport, after: NcuReport, book: RuleBook) -> dict[str, Any]:
+    """Before/after figures of the paired kernels, and the kernel rules each side fires: fixed, remaining, new."""
+    from advisor.analyze.kernel_compare import compare_kernels
+
+    sides = [diagnose_findings(analyze_kernel_reports([r]), book) for r in (before, after)]
+    fired = [{d.rule_id: d.name for d in side.diagnoses if d.stage == "kernel"} for side in sides]
+    rows = compare_kernels(*(side.findings.get("ncu.kernels", []) for side in sides))
+    duration = next((r for r in rows if r["figure"] == "duration_us"), None)
+    return {
+        "before": str(before.path), "after": str(after.path), "figures": rows,
+        "speedup": (duration["before"] / duration["after"]) if duration and duration["after"] else None,
+        "fixed": {i: n for i, n in fired[0].items() if i not in fired[1]},
+        "remaining": {i: n for i, n in fired[0].items() if i in fired[1]},
+        "new": {i: n for i, n in fired[1].items() if i not in fired[0]},
+    }
 
 
 def diagnose_findings(findings: Findings, book: RuleBook, stopped_early: str | None = None) -> Diagnosed:
@@ -93,6 +159,10 @@ def save(run: RunDir, diagnosed: Diagnosed) -> None:
 
 def render_run(run: RunDir) -> dict[str, Path]:
     """Write report.md and report.html from the run directory's own files."""
+    # The report modules (jinja2, matplotlib, networkx) only when reports are written: the work before needs none.
+    from advisor.report.model import build_report_data
+    from advisor.report.render import write_reports
+
     return write_reports(build_report_data(run), run.path)
 
 

@@ -11,18 +11,27 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from advisor.analyze.findings import Findings
 from advisor.collect.config import CollectorConfig
-from advisor.collect.framework import FrameworkResult, check_script, run_framework
+from advisor.collect.framework import SUCCESS, FrameworkResult, check_script, run_framework
 from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import SEVERITIES
-from advisor.pipeline import Diagnosed, analyze_traces, diagnose_findings, find_kineto_traces, load_traces, render_run, save
+from advisor.errors import UsageError
+from advisor.pipeline import Diagnosed, analyze_traces, find_kineto_traces, load_traces, render_run, save
+from advisor.pipeline import compare_kernel_reports, load_kernel_reports
 from advisor.pipeline import rediagnose
 from advisor.rundir import RunDir
+from advisor.workflow.graph import load_workflow
+from advisor.workflow.session import check_inputs, merge_into_run, split_inputs, walk_files
+from advisor.workflow.session import escalate as escalate_run
+from advisor.workflow.walk import TrailEntry
 
-__all__ = ["OUTCOME_PHRASES", "RunSummary", "analyze_files", "diagnose_script", "outcome_sentence", "rerender"]
+__all__ = ["OUTCOME_PHRASES", "RunSummary", "analyze_files", "diagnose_script", "merge_files", "outcome_sentence",
+           "rerender"]
 
 
 @dataclass
@@ -98,9 +107,11 @@ def _profiler_settings(cfg: CollectorConfig, timeout_s: float | None, nproc_per_
 
 def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, *, out: Path | None = None,
                     timeout_s: float | None = None, rule_dirs: list[Path] | None = None,
-                    nproc_per_node: int = 1, argv: list[str] | None = None) -> RunSummary:
+                    nproc_per_node: int = 1, argv: list[str] | None = None, workflow: Path | None = None,
+                    escalate: bool = True, progress: Callable[[str], None] | None = None) -> RunSummary:
     resolved = check_script(script)
     book = RuleBook.load(rule_dirs or [])  # rule errors surface before the script runs
+    graph = load_workflow(workflow)  # and so do workflow errors
     run = RunDir.create(resolved.stem, out)
     cfg.script = str(script)  # as typed: it becomes the script's sys.argv[0]
     cfg.args = list(script_args)
@@ -127,25 +138,72 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
     meta = {"step_method": result.step_method}
     traces = load_traces(result.traces)
     findings = analyze_traces(traces, meta)
-    diagnosed = diagnose_findings(findings, book, _stopped_note(result, cfg))
+    framework = TrailEntry("framework", "ran", f"every run starts here; the script {result.outcome}",
+                           run.read_metadata().get("reproduce") or None,
+                           [run.relative(p) for p in sorted(run.stage("framework").iterdir())])
+    hold = None if escalate else "--no-escalate was given"
+    if result.outcome not in SUCCESS:
+        hold = f"the script {result.outcome} in the framework stage, so it is not run again"
+    diagnosed = escalate_run(run, book, findings, graph, framework=framework, config=cfg,
+                             run_meta=run.read_metadata(), stopped_early=_stopped_note(result, cfg), hold=hold,
+                             timeout_s=timeout_s, progress=progress)
     save(run, diagnosed)
     reports = render_run(run)
     return RunSummary(run, diagnosed, reports, result, script_exit_code=result.exit_code)
 
 
 def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list[Path] | None = None,
-                  argv: list[str] | None = None) -> RunSummary:
+                  argv: list[str] | None = None, workflow: Path | None = None) -> RunSummary:
+    """Traces and reports recorded elsewhere, each read by its stage's loader: Kineto traces (framework),
+    Nsight Systems reports (system), Nsight Compute results (kernel; two are also compared). With a run
+    directory first, the other files are merged into it."""
+    if paths and RunDir.looks_like(paths[0]):
+        return merge_files(paths[0], paths[1:], rule_dirs=rule_dirs, workflow=workflow)
     book = RuleBook.load(rule_dirs or [])
-    trace_paths = [t for p in paths for t in find_kineto_traces(p)]
-    traces = load_traces(trace_paths)  # bad input fails here, before a run directory is made
-    run = RunDir.create(trace_paths[0].name.split(".")[0], out)
-    run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in trace_paths],
+    graph = load_workflow(workflow)
+    given = split_inputs(paths)
+    check_inputs(given)  # bad input fails here, before a run directory is made
+    trace_paths = [t for p in given.pop("framework", []) for t in find_kineto_traces(p)]
+    traces = load_traces(trace_paths)
+    inputs = trace_paths + [p for stage_paths in given.values() for p in stage_paths]
+    run = RunDir.create(inputs[0].name.split(".")[0], out)
+    run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in inputs],
                         command=argv or [], started_at=time.strftime("%Y-%m-%d %H:%M:%S"),
-                        source_roots=[str(p.resolve().parent) for p in trace_paths])
-    findings = analyze_traces(traces)
-    diagnosed = diagnose_findings(findings, book)
+                        source_roots=[str(p.resolve().parent) for p in inputs])
+    findings = analyze_traces(traces) if traces else Findings()
+    framework = TrailEntry("framework", "ran", "loaded from " + ", ".join(p.name for p in trace_paths), None,
+                           [str(p.resolve()) for p in trace_paths]) if traces else None
+    diagnosed = walk_files(run, book, findings, graph, given, framework)
+    notes = []
+    if len(given.get("kernel", [])) == 2:  # before and after a fix: compare the two
+        reports = load_kernel_reports(given["kernel"])
+        notes.append(_comparison_note(run, compare_kernel_reports(reports[0], reports[1], book)))
+    save(run, diagnosed)
+    return RunSummary(run, diagnosed, render_run(run), notes=notes)
+
+
+def merge_files(run_dir: Path, files: list[Path], *, rule_dirs: list[Path] | None = None,
+                workflow: Path | None = None) -> RunSummary:
+    """``advisor analyze RUN_DIR extra.sqlite``: load the files into their stages of that run and report again."""
+    if not files:
+        raise UsageError(f"{run_dir}: is a run directory; give the files to add to it after it "
+                         "(advisor analyze RUN_DIR report.nsys-rep), or use `advisor report RUN_DIR`")
+    run = RunDir.open(run_dir)
+    book = RuleBook.load(rule_dirs or [])
+    check_inputs(split_inputs(files))
+    diagnosed = merge_into_run(run, book, files, workflow)
     save(run, diagnosed)
     return RunSummary(run, diagnosed, render_run(run))
+
+
+def _comparison_note(run: RunDir, comparison: dict) -> str:
+    """Save comparison.json; one line for the terminal."""
+    run.write_json("comparison.json", comparison)
+    speed = f"{comparison['speedup']:.2f}x the speed" if comparison.get("speedup") else "no duration to compare"
+    fixed = ", ".join(f"{i} {n}" for i, n in comparison["fixed"].items()) or "nothing"
+    left = ", ".join(f"{i} {n}" for i, n in comparison["remaining"].items()) or "nothing"
+    return (f"{Path(comparison['after']).name} against {Path(comparison['before']).name}: {speed}; "
+            f"fixes {fixed}; still {left} (comparison.json)")
 
 
 def rerender(run_dir: Path, rule_dirs: list[Path] | None = None) -> RunSummary:

@@ -1,11 +1,26 @@
 """Imports every built-in analyzer module, so that each registers itself."""
 
 from advisor.analyze import (  # noqa: F401
+    comm,
+    copies,
     dataloader,
+    gpu_kernels,
+    gpu_memory,
+    gpu_ranks,
+    gpu_time,
+    kernels,
+    launch,
     operators,
     optimizer,
+    precision,
     ranks,
     source_lines,
     step_split,
+    syncs,
+    system_cuda_api,
+    system_gpu,
+    system_kernels,
+    system_osrt,
+    system_timeline,
     trace_info,
 )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from advisor.analyze.view import TraceView
 from advisor.naming import SOURCE_PREFIX, parse_source_label
 
-__all__ = ["NS_PER_MS", "call_site_of", "in_steps", "per_step_ms", "site", "step_ms"]
+__all__ = ["NS_PER_MS", "call_site_of", "call_site_of_rows", "in_steps", "per_step_ms", "site", "step_ms"]
 
 NS_PER_MS = 1e6
 
@@ -39,11 +40,19 @@ def call_site_of(view: TraceView, ranges: pd.DataFrame) -> tuple[str, int, str] 
     A hook opens the phase range and its source label at the same instant, so
     either can come out as the parent of the other.
     """
+    return call_site_of_rows(view, ranges.index.to_numpy())
+
+
+def call_site_of_rows(view: TraceView, rows: np.ndarray) -> tuple[str, int, str] | None:
+    """:func:`call_site_of` for the ranges at these rows of ``view.host``."""
     host = view.host
-    is_label = host["name"].str.startswith(SOURCE_PREFIX)
-    inside = host["parent"].isin(ranges.index)
-    around = host.index.isin(ranges["parent"])
-    labels = host[is_label & (inside | around)]
+    parent = host["parent"].to_numpy()
+    is_label = view.host_names(lambda n: n.startswith(SOURCE_PREFIX), bool)
+    inside = np.isin(parent, rows)
+    around = np.zeros(len(parent), bool)
+    around[parent[rows][parent[rows] >= 0]] = True
+    labels = view.host_name_texts[is_label & (inside | around)]
     if len(labels) == 0:
         return None
-    return parse_source_label(labels["name"].mode().iloc[0])
+    unique, counts = np.unique(labels.astype(str), return_counts=True)  # the most frequent; the first name on a tie
+    return parse_source_label(str(unique[np.argmax(counts)]))

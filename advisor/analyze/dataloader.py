@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
+import numpy as np
 
-from advisor.analyze.common import call_site_of, in_steps, site
+from advisor.analyze.common import call_site_of_rows, site
 from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
@@ -23,11 +23,16 @@ PROVIDES = (
 )
 
 
-def _fetches(view: TraceView) -> pd.DataFrame:
-    host = in_steps(view.host)
-    ua = host[host["cat"] == "user_annotation"]
-    ours = ua[ua["name"] == PHASE_NAMES["dataloader"]]
-    return ours if len(ours) else ua[ua["name"].str.startswith("enumerate(DataLoader)#")]
+def _is_loader_iter(name: str) -> bool:
+    return name.startswith("enumerate(DataLoader)#")
+
+
+def _fetches(view: TraceView) -> np.ndarray:
+    """Rows of ``view.host``: the collector's data-loading ranges in the steps, else torch's DataLoader ones."""
+    host = view.host
+    ua = (host["step"] >= 0).to_numpy() & (host["cat"] == "user_annotation").to_numpy()
+    ours = np.flatnonzero(ua & (host["name"] == PHASE_NAMES["dataloader"]).to_numpy())
+    return ours if len(ours) else np.flatnonzero(ua & view.host_names(_is_loader_iter, bool))
 
 
 @analyzer("dataloader", needs=("user_annotation",), provides=PROVIDES)
@@ -37,18 +42,20 @@ def dataloader(view: TraceView) -> dict[str, Any]:
     if len(fetches) == 0:
         return {}
     host = view.host
-    names = host["name"]
-    iters = names[names.str.startswith("enumerate(DataLoader)#")]
+    iters = view.host_names(_is_loader_iter, bool)
+    multiprocess = view.host_names(lambda n: _is_loader_iter(n) and "MultiProcessing" in n, bool)
+    durs = host["dur"].to_numpy()[fetches]
     out: dict[str, Any] = {
         "dataloader.batches_per_step": len(fetches) / max(view.step_count, 1),
-        "dataloader.fetch_ms": float(fetches["dur"].mean()) / 1e6,
-        "dataloader.multiprocess": bool(iters.str.contains("MultiProcessing").any()) if len(iters) else None,
+        "dataloader.fetch_ms": float(durs.sum(dtype="float64") / len(durs)) / 1e6,
+        "dataloader.multiprocess": bool(multiprocess.any()) if iters.any() else None,
     }
-    where = call_site_of(view, fetches)
+    where = call_site_of_rows(view, fetches)
     if where:
         out["dataloader.site"] = site(*where)
         out["dataloader.file"], out["dataloader.line"] = where[0], where[1]
-    inner = host[(host["phase"] == "dataloader") & host["op_top"] & (host["src_line"] >= 0)]
+    inner = host.loc[((host["phase"] == "dataloader") & host["op_top"] & (host["src_line"] >= 0)).to_numpy(),
+                     ["src_file", "src_line", "src_func", "dur"]]
     if out.get("dataloader.line") is not None:
         inner = inner[~((inner["src_file"] == out["dataloader.file"]) & (inner["src_line"] == out["dataloader.line"]))]
     if len(inner):

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["clip", "covered", "enclosing", "nest", "self_time", "union"]
+__all__ = ["clip", "complement", "covered", "covered_before", "covered_between", "enclosing", "intersect", "nest",
+           "self_time", "union"]
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -121,3 +122,48 @@ def enclosing(parent: np.ndarray, depth: np.ndarray, is_candidate: np.ndarray) -
         here, p = here[ok], p[ok]
         out[here] = np.where(is_candidate[p], p, out[p])
     return out
+
+
+def covered_before(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For sorted, disjoint intervals: their total length before each time in ``t``."""
+    t = np.asarray(t, "int64")
+    if len(starts) == 0:
+        return np.zeros(len(t), "int64")
+    lengths = np.concatenate([[0], np.cumsum(ends - starts)])
+    k = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
+    inside = np.minimum(np.maximum(t - starts[np.maximum(k - 1, 0)], 0), (ends - starts)[np.maximum(k - 1, 0)])
+    return lengths[np.maximum(k - 1, 0)] + np.where(k > 0, inside, 0)
+
+
+def covered_between(starts: np.ndarray, ends: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For sorted, disjoint intervals: how much of each [lo, hi) they cover."""
+    return np.maximum(covered_before(starts, ends, hi) - covered_before(starts, ends, lo), 0)
+
+
+def intersect(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intersection of two sets of sorted, disjoint intervals, as sorted, disjoint intervals."""
+    if len(s1) == 0 or len(s2) == 0:
+        return np.empty(0, "int64"), np.empty(0, "int64")
+    # Each piece of the intersection starts at a start of one set inside an interval of the other.
+    starts = np.concatenate([s1, s2])
+    ends_1 = _end_of_containing(s1, e1, starts)
+    ends_2 = _end_of_containing(s2, e2, starts)
+    ends = np.minimum(ends_1, ends_2)
+    keep = ends > starts
+    return union(starts[keep], ends[keep])
+
+
+def _end_of_containing(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """End of the interval containing each t, or t itself when none does."""
+    k = np.searchsorted(s, t, side="right") - 1
+    ok = (k >= 0) & (t < e[np.maximum(k, 0)])
+    return np.where(ok, e[np.maximum(k, 0)], t)
+
+
+def complement(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The gaps of sorted, disjoint intervals inside [lo, hi]."""
+    s, e = clip(starts, ends, lo, hi)
+    gap_s = np.concatenate([[lo], e]).astype("int64")
+    gap_e = np.concatenate([s, [hi]]).astype("int64")
+    keep = gap_e > gap_s
+    return gap_s[keep], gap_e[keep]

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.analyze.common import NS_PER_MS, in_steps, site, step_ms
+from advisor.analyze import groups
+from advisor.analyze.common import NS_PER_MS, site, step_ms
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
@@ -40,53 +41,80 @@ PROVIDES = (
 )
 
 
-def _dominant(frame: pd.DataFrame, key: list[str], weight: str = "self_ns") -> pd.DataFrame:
-    """For each op name, the value of ``key`` that carries the most weight."""
-    grouped = frame.groupby(["name", *key], observed=True, sort=False)[weight].sum().reset_index()
-    grouped = grouped.sort_values(weight, ascending=False, kind="stable")
-    totals = grouped.groupby("name", observed=True)[weight].transform("sum")
-    grouped["frac"] = np.where(totals > 0, grouped[weight] / totals, 0.0)
-    return grouped.drop_duplicates("name").set_index("name")
+def _dominant(name: np.ndarray, weight: np.ndarray, keys: list[np.ndarray], mask: np.ndarray
+              ) -> dict[Any, tuple[tuple[Any, ...], float]]:
+    """For each op name among the rows in ``mask``: the ``keys`` values that carry the most weight, and their share.
+
+    Ties go to the values seen first (a stable sort of the groups in order of appearance).
+    """
+    name, weight, keys = name[mask], weight[mask], [k[mask] for k in keys]
+    by, n_by = groups.group_ids(name)
+    ids, n = groups.group_ids(by, *keys)
+    per_group = groups.sums(ids, n, weight)
+    totals = groups.sums(by, n_by, weight)
+    best = groups.dominant(by, n_by, ids, n, per_group)
+    first = groups.first_rows(ids, n)
+    out = {}
+    for b, g in enumerate(best):
+        r = first[g]
+        out[name[r]] = (tuple(k[r] for k in keys), per_group[g] / totals[b] if totals[b] > 0 else 0.0)
+    return out
+
+
+def _codes(column: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A Categorical column's codes at ``rows`` and its categories (texts are looked up only for the results)."""
+    return column.cat.codes.to_numpy()[rows], np.asarray(column.cat.categories, dtype=object)
 
 
 @analyzer("operators", needs=("cpu_op",), provides=PROVIDES)
 def operators(view: TraceView) -> dict[str, Any]:
     """Operators by self time, each with the call site and module that account for most of it."""
-    host = in_steps(view.host)
-    ops = host[host["cat"] == "cpu_op"]
-    if len(ops) == 0:
+    host = view.host
+    rows = np.flatnonzero(((host["cat"] == "cpu_op") & (host["step"] >= 0)).to_numpy())
+    if len(rows) == 0:
         return {}
     steps = max(view.step_count, 1)
     mean_step = step_ms(view)
-    top_level = ops[ops["op_top"]]
-    by_name = ops.groupby("name", observed=True).agg(self_ns=("self_ns", "sum"), calls=("self_ns", "size"))
-    by_name = by_name.sort_values("self_ns", ascending=False).head(TOP_N)
-    located = ops[ops["src_line"] >= 0]
-    where = _dominant(located, ["src_file", "src_line", "src_func"]) if len(located) else pd.DataFrame()
-    module = _dominant(ops[ops["module"] != ""], ["module"]) if (ops["module"] != "").any() else pd.DataFrame()
-    phase = _dominant(ops[ops["phase"] != ""], ["phase"]) if (ops["phase"] != "").any() else pd.DataFrame()
-    rows = []
-    for name, r in by_name.iterrows():
-        self_ms = r["self_ns"] / steps / NS_PER_MS
+    codes, labels = _codes(host["name"], rows)
+    self_ns = host["self_ns"].to_numpy()[rows]
+    (file, files), (func, funcs) = _codes(host["src_file"], rows), _codes(host["src_func"], rows)
+    (module, modules), (phase, phases) = _codes(host["module"], rows), _codes(host["phase"], rows)
+    line = host["src_line"].to_numpy()[rows]
+    # by name, in name order (a sorted groupby), then by self time (pandas' default sort, for the same ties)
+    count = np.bincount(codes, minlength=len(labels))
+    seen = np.flatnonzero(count)
+    total = groups.sums(codes, len(labels), self_ns)[seen]
+    calls = count[seen]
+    top = groups.by_weight(total, "quicksort")[:TOP_N]
+    located = line >= 0
+    where = _dominant(codes, self_ns, [file, line, func], located) if located.any() else {}
+    in_module = modules[module] != ""
+    by_module = _dominant(codes, self_ns, [module], in_module) if in_module.any() else {}
+    in_phase = phases[phase] != ""
+    by_phase = _dominant(codes, self_ns, [phase], in_phase) if in_phase.any() else {}
+    out_rows = []
+    for k in top:
+        op = seen[k]
+        self_ms = total[k] / steps / NS_PER_MS
         row = {
-            "name": name, "calls_per_step": r["calls"] / steps, "self_ms": self_ms,
+            "name": labels[op], "calls_per_step": calls[k] / steps, "self_ms": self_ms,
             "share": self_ms / mean_step if mean_step else 0.0,
-            "avg_us": r["self_ns"] / r["calls"] / 1e3, "file": "", "line": -1, "function": "", "site": "",
+            "avg_us": total[k] / calls[k] / 1e3, "file": "", "line": -1, "function": "", "site": "",
             "site_share": 0.0, "module": "", "phase": "",
         }
-        if name in where.index:
-            w = where.loc[name]
-            row.update(file=w["src_file"], line=int(w["src_line"]), function=w["src_func"],
-                       site=site(w["src_file"], int(w["src_line"]), w["src_func"]), site_share=float(w["frac"]))
-        if name in module.index:
-            row["module"] = module.loc[name, "module"]
-        if name in phase.index:
-            row["phase"] = phase.loc[name, "phase"]
-        rows.append(row)
-    durs = top_level["dur"].to_numpy()
+        if op in where:
+            (f, ln, fn), frac = where[op]
+            row.update(file=files[f], line=int(ln), function=funcs[fn], site=site(files[f], int(ln), funcs[fn]),
+                       site_share=float(frac))
+        if op in by_module:
+            row["module"] = modules[by_module[op][0][0]]
+        if op in by_phase:
+            row["phase"] = phases[by_phase[op][0][0]]
+        out_rows.append(row)
+    durs = host["dur"].to_numpy()[rows][host["op_top"].to_numpy()[rows]]
     return {
-        "ops.top": records(rows),
-        "ops.per_step": len(top_level) / steps,
+        "ops.top": records(out_rows),
+        "ops.per_step": len(durs) / steps,
         "ops.tiny_per_step": int((durs < TINY_NS).sum()) / steps,
         "ops.cpu_ms": float(durs.sum()) / steps / NS_PER_MS,
         "ops.median_us": float(np.median(durs)) / 1e3 if len(durs) else 0.0,

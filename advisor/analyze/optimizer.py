@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from advisor.analyze.common import call_site_of, in_steps, site
+import numpy as np
+
+from advisor.analyze.common import call_site_of_rows, site
 from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
@@ -27,17 +29,18 @@ PROVIDES = (
 @analyzer("optimizer", needs=("user_annotation",), provides=PROVIDES)
 def optimizer(view: TraceView) -> dict[str, Any]:
     """Describe optimizer.step(): class, op count, foreach/fused, call site."""
-    host = in_steps(view.host)
-    names = host["name"]
-    steps = host[names.str.match(_STEP.pattern)]
-    if len(steps) == 0:
+    host = view.host
+    in_steps = (host["step"] >= 0).to_numpy()
+    steps = in_steps & view.host_names(_STEP.match, bool)
+    if not steps.any():
         return {}
-    out: dict[str, Any] = {"optimizer.name": _STEP.match(steps["name"].mode().iloc[0])["cls"]}
-    in_step = host[(host["phase"] == "optimizer") & (host["cat"] == "cpu_op")]
-    out["optimizer.ops_per_step"] = int(in_step["op_top"].sum()) / max(view.step_count, 1)
-    out["optimizer.foreach"] = bool(in_step["name"].str.startswith("aten::_foreach_").any())
-    out["optimizer.fused"] = bool(in_step["name"].str.contains("_fused_").any())
-    where = call_site_of(view, host[names == PHASE_NAMES["optimizer"]])
+    unique, counts = np.unique(view.host_name_texts[steps].astype(str), return_counts=True)
+    out: dict[str, Any] = {"optimizer.name": _STEP.match(str(unique[np.argmax(counts)]))["cls"]}
+    in_step = in_steps & (host["phase"] == "optimizer").to_numpy() & (host["cat"] == "cpu_op").to_numpy()
+    out["optimizer.ops_per_step"] = int(host["op_top"].to_numpy()[in_step].sum()) / max(view.step_count, 1)
+    out["optimizer.foreach"] = bool((in_step & view.host_names(lambda n: n.startswith("aten::_foreach_"), bool)).any())
+    out["optimizer.fused"] = bool((in_step & view.host_names(lambda n: "_fused_" in n, bool)).any())
+    where = call_site_of_rows(view, np.flatnonzero(in_steps & (host["name"] == PHASE_NAMES["optimizer"]).to_numpy()))
     if where:
         out["optimizer.site"] = site(*where)
         out["optimizer.file"], out["optimizer.line"] = where[0], where[1]

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from advisor.analyze import intervals
+from advisor.analyze import intervals, names as by_name
 from advisor.naming import PHASE_NAMES
 
 if TYPE_CHECKING:
     from advisor.analyze.view import TraceView
 
-__all__ = ["PHASE_ORDER", "phase_intervals", "phase_sources", "split_step"]
+__all__ = ["PHASE_ORDER", "found_phases", "phase_intervals", "phase_sources", "split_step"]
 
 PHASE_ORDER = ("dataloader", "optimizer", "backward", "forward")
 _EMPTY = (np.empty(0, "int64"), np.empty(0, "int64"))
@@ -44,36 +44,64 @@ def _merged(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return intervals.union(frame["ts"].to_numpy(), frame["end"].to_numpy())
 
 
-def _found(view: TraceView) -> dict[str, tuple[str, pd.DataFrame]]:
-    """phase -> (how it was found, the events that mark it)."""
+def found_phases(view: TraceView) -> dict[str, tuple[str, pd.DataFrame]]:
+    """phase -> (how it was found, the events that mark it: their name, ts, end and tid)."""
     e = view.events
-    names = e["name"].astype(str)
-    ua = (e["cat"] == "user_annotation")
+    names = e["name"]
+    ua = (e["cat"] == "user_annotation").to_numpy()
+    cpu_op = (e["cat"] == "cpu_op").to_numpy()
+    marks = e[["name", "ts", "end", "tid"]]  # each filter below copies only these columns
     out: dict[str, tuple[str, pd.DataFrame]] = {}
-    for phase, label in PHASE_NAMES.items():
-        marked = e[ua & (names == label)]
-        if len(marked):
-            out[phase] = ("advisor labels", marked)
+    # phases as small ints per row: comparing them is cheap, comparing texts per row is not
+    phases = list(PHASE_NAMES)
+    by_label = {label: i for i, label in enumerate(PHASE_NAMES.values())}
+    labels = by_name.mapped(names, lambda n: by_label.get(n, -1), "int8")
+    for i, phase in enumerate(phases):
+        marked = ua & (labels == i)
+        if marked.any():
+            out[phase] = ("advisor labels", marks[marked])
+    fallback = by_name.mapped(names, lambda n: phases.index(p) if (p := _fallback_phase(n)) else -1, "int8")
     fallbacks = {
-        "dataloader": e[ua & names.str.startswith("enumerate(DataLoader)#")],
-        "optimizer": e[ua & (names.str.startswith("Optimizer.step#") | names.str.startswith("Optimizer.zero_grad#"))],
-        "backward": e[(e["cat"] == "cpu_op") & names.str.startswith("autograd::engine::evaluate_function")],
+        "dataloader": ua & (fallback == phases.index("dataloader")),
+        "optimizer": ua & (fallback == phases.index("optimizer")),
+        "backward": cpu_op & (fallback == phases.index("backward")),
     }
-    for phase, frame in fallbacks.items():
-        if phase not in out and len(frame):
-            out[phase] = ("torch annotations", frame)
+    for phase, mask in fallbacks.items():
+        if phase not in out and mask.any():
+            out[phase] = ("torch annotations", marks[mask])
     if "forward" not in out:
-        marked = e[ua & names.map(lambda n: bool(_FORWARD_ANNOTATION.search(n)) and not n.startswith("advisor::"))]
-        modules = e[(e["cat"] == "python_function") & names.str.startswith("nn.Module: ") & (e["tid"] == view.main_tid)]
-        if len(marked):
-            out["forward"] = ("forward annotations", marked)
-        elif len(modules):
-            out["forward"] = ("nn.Module frames", modules)
+        marked = ua & by_name.where(names, _is_forward_annotation)
+        if marked.any():
+            out["forward"] = ("forward annotations", marks[marked])
+        else:
+            modules = ((e["cat"] == "python_function").to_numpy() & by_name.where(names, _is_module_frame)
+                       & (e["tid"] == view.main_tid).to_numpy())
+            if modules.any():
+                out["forward"] = ("nn.Module frames", marks[modules])
     return out
 
 
+def _fallback_phase(name: str) -> str | None:
+    """The phase a torch annotation or op name marks, in traces without the collector's labels."""
+    if name.startswith("enumerate(DataLoader)#"):
+        return "dataloader"
+    if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
+        return "optimizer"
+    if name.startswith("autograd::engine::evaluate_function"):
+        return "backward"
+    return None
+
+
+def _is_forward_annotation(name: str) -> bool:
+    return bool(_FORWARD_ANNOTATION.search(name)) and not name.startswith("advisor::")
+
+
+def _is_module_frame(name: str) -> bool:
+    return name.startswith("nn.Module: ")
+
+
 def phase_intervals(view: TraceView) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    found = _found(view)
+    found = view.phase_evidence
     result = {phase: _merged(frame) for phase, (_, frame) in found.items()}
     if "forward" not in result:
         inferred = _infer_forward(view, result)
@@ -83,7 +111,7 @@ def phase_intervals(view: TraceView) -> dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 def phase_sources(view: TraceView) -> dict[str, str]:
-    found = _found(view)
+    found = view.phase_evidence
     out = {phase: how for phase, (how, _) in found.items()}
     if "forward" not in out and "forward" in view.phase_intervals:
         out["forward"] = "inferred from autograd-recorded ops"
@@ -93,10 +121,10 @@ def phase_sources(view: TraceView) -> dict[str, str]:
 def _infer_forward(view: TraceView, known: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Per step: from the first to the last autograd-recorded top-level op before backward starts."""
     e = view.events
-    ops = e[(e["cat"] == "cpu_op") & (e["tid"] == view.main_tid) & (e["seq"] >= 0)]
-    if len(ops) == 0:
+    ops = (e["cat"] == "cpu_op").to_numpy() & (e["tid"] == view.main_tid).to_numpy() & (e["seq"] >= 0).to_numpy()
+    if not ops.any():
         return _EMPTY
-    ts, end = ops["ts"].to_numpy(), ops["end"].to_numpy()
+    ts, end = e["ts"].to_numpy()[ops], e["end"].to_numpy()[ops]
     other_s, other_e = intervals.union(
         np.concatenate([known[p][0] for p in known] or [np.empty(0, "int64")]),
         np.concatenate([known[p][1] for p in known] or [np.empty(0, "int64")]),
@@ -105,17 +133,23 @@ def _infer_forward(view: TraceView, known: dict[str, tuple[np.ndarray, np.ndarra
         k = np.searchsorted(other_s, ts, side="right") - 1
         inside = (k >= 0) & (ts < other_e[np.maximum(k, 0)])
         ts, end = ts[~inside], end[~inside]
-    back_s = known.get("backward", _EMPTY)[0]
-    starts, ends = [], []
-    for _, step in view.steps.iterrows():
-        lo, hi = int(step["start"]), int(step["end"])
-        later = back_s[(back_s >= lo) & (back_s < hi)]
-        stop = int(later.min()) if len(later) else hi
-        sel = (ts >= lo) & (end <= stop)
-        if sel.any():
-            starts.append(int(ts[sel].min()))
-            ends.append(int(end[sel].max()))
-    return np.array(starts, "int64"), np.array(ends, "int64")
+    back_s = np.sort(known.get("backward", _EMPTY)[0])
+    lo, hi = view.steps["start"].to_numpy("int64"), view.steps["end"].to_numpy("int64")
+    # Each step's forward ends where its first backward starts (or at the step's end).
+    k = np.searchsorted(back_s, lo, side="left")
+    first_back = back_s[np.minimum(k, max(len(back_s) - 1, 0))] if len(back_s) else hi
+    stop = np.where((k < len(back_s)) & (first_back < hi), first_back, hi)
+    first = np.full(len(lo), np.iinfo("int64").max, "int64")
+    last = np.full(len(lo), np.iinfo("int64").min, "int64")
+    # An op lies in [start, stop] of the last step starting at or before it; an op of zero
+    # length on the boundary also in the step before.
+    j = np.searchsorted(lo, ts, side="right") - 1
+    for step in (j, j - 1):
+        ok = (step >= 0) & (end <= stop[np.maximum(step, 0)])
+        np.minimum.at(first, step[ok], ts[ok])
+        np.maximum.at(last, step[ok], end[ok])
+    seen = last >= first
+    return first[seen], last[seen]
 
 
 def split_step(view: TraceView, lo: int, hi: int) -> dict[str, int]:

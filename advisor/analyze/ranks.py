@@ -50,6 +50,7 @@ PROVIDES = (
     FactSpec("ranks.count", "count", "number of rank traces compared"),
     FactSpec("ranks.step_ms", "table", "per rank: step time and how it divides into work and collectives", columns={
         "rank": "count: rank", "steps": "count: analysed steps", "step_ms": "ms: mean step time",
+        "min_ms": "ms: shortest step", "max_ms": "ms: longest step",
         "busy_ms": "ms: step time outside collectives (the rank's own work)",
         "collective_ms": "ms: host time in collectives per step",
         "wait_ms": "ms: collective time beyond the least any rank spent there (waiting for slower ranks)",
@@ -106,6 +107,7 @@ def rank_figures(rank: int, view: TraceView) -> dict[str, Any]:
     """One rank's mean figures per analysed step (ms)."""
     coll = collective_intervals(view)
     sums = {key: 0.0 for key in ("step", "collective", *PHASES)}
+    durations = view.steps["dur"].to_numpy() / NS_PER_MS
     for step in view.steps.itertuples(index=False):
         lo, hi = int(step.start), int(step.end)
         split = split_step(view, lo, hi)
@@ -118,7 +120,9 @@ def rank_figures(rank: int, view: TraceView) -> dict[str, Any]:
     mean = {key: value / n / NS_PER_MS for key, value in sums.items()}
     return {
         "rank": rank, "steps": int(view.step_count if view.profiler_steps_present else 0),
-        "step_ms": mean["step"], "busy_ms": mean["step"] - mean["collective"], "collective_ms": mean["collective"],
+        "step_ms": mean["step"], "min_ms": float(durations.min()) if len(durations) else 0.0,
+        "max_ms": float(durations.max()) if len(durations) else 0.0,
+        "busy_ms": mean["step"] - mean["collective"], "collective_ms": mean["collective"],
         **{f"{p}_ms": mean[p] for p in PHASES},
     }
 
@@ -138,7 +142,7 @@ def ranks(rank_set: RankSet) -> dict[str, Any]:
     excess = {p: straggler[f"{p}_ms"] - median(r[f"{p}_ms"] for r in others) for p in PHASES}
     phase = max(excess, key=lambda p: excess[p])
     wait = sum(r["wait_ms"] for r in others) / len(others)
-    table = [{k: r[k] for k in ("rank", "steps", "step_ms", "busy_ms", "collective_ms", "wait_ms",
+    table = [{k: r[k] for k in ("rank", "steps", "step_ms", "min_ms", "max_ms", "busy_ms", "collective_ms", "wait_ms",
                                 *(f"{p}_ms" for p in PHASES))} for r in rows]
     return {
         "ranks.count": len(rows),

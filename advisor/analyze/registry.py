@@ -15,7 +15,9 @@ Analyzers have a *scope*, which says what they are given:
   ``run_analyzers(view, stage)`` runs these over one trace (in a multi-rank
   run, over the first rank's).
 - ``"ranks"``: a :class:`~advisor.analyze.rankset.RankSet`, the views of all
-  rank traces of one run, to compare ranks (facts named ``ranks.*``).
+  rank traces of one run, to compare ranks: :mod:`advisor.analyze.ranks`
+  (host side, ``ranks.*``) and :mod:`advisor.analyze.gpu_ranks` (GPU side,
+  ``ranks.gpu.*`` and ``comm.*``).
   ``run_analyzers(rank_set, stage, scope="ranks")`` runs these once per run,
   when there are two or more rank traces. ``needs`` works the same way:
   ``RankSet.has("ranks")`` is true with two or more ranks, and any other
@@ -90,12 +92,19 @@ def all_specs() -> dict[str, FactSpec]:
     return out
 
 
-def run_analyzers(view: Any, stage: str = "framework", evidence: str = "", scope: str = "trace") -> Findings:
+def run_analyzers(view: Any, stage: str = "framework", evidence: str = "", scope: str = "trace",
+                  on_progress: Callable[[int, int], None] | None = None) -> Findings:
     """Run every analyzer of ``stage`` and ``scope`` over ``view`` (a TraceView, or a RankSet for
-    ``scope="ranks"``); skip, with the reason, those whose tables are missing."""
+    ``scope="ranks"``); skip, with the reason, those whose tables are missing.
+
+    ``on_progress(done, total)`` is told, before each analyzer, how many have run.
+    """
     findings = Findings()
     what = "these traces do" if scope == "ranks" else "this trace does"
-    for a in registered(stage, scope):
+    analyzers = registered(stage, scope)
+    for done, a in enumerate(analyzers):
+        if on_progress is not None:
+            on_progress(done, len(analyzers))
         missing = [t for t in a.needs if not view.has(t)]
         if missing:
             findings.skipped[a.name] = f"needs {', '.join(missing)}, which {what} not have"

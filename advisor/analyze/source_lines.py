@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.analyze.common import NS_PER_MS, in_steps, site, step_ms
+import numpy as np
+import pandas as pd
+
+from advisor.analyze.common import NS_PER_MS, site, step_ms
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
@@ -35,8 +38,12 @@ PROVIDES = (
 @analyzer("source_lines", needs=("cpu_op", "source_lines"), provides=PROVIDES)
 def source_lines(view: TraceView) -> dict[str, Any]:
     """Group outermost operator calls by the user's line that made them."""
-    host = in_steps(view.host)
-    calls = host[host["op_top"] & (host["src_line"] >= 0)]
+    host = view.host
+    rows = np.flatnonzero((host["step"] >= 0).to_numpy() & host["op_top"].to_numpy() & (host["src_line"] >= 0).to_numpy())
+    # only the columns used (a filter copies every column it carries); names as text, as the grouping expects
+    calls = pd.DataFrame({"name": view.host_name_texts[rows],
+                          **{c: host[c].to_numpy()[rows] for c in ("src_file", "src_line", "src_func", "dur",
+                                                                   "src_exact", "phase")}})
     if len(calls) == 0:
         return {}
     steps = max(view.step_count, 1)

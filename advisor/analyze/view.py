@@ -14,29 +14,85 @@ and derives, once and lazily, what several analyzers need:
     cuda_driver) with their nesting (parent, depth), op self time
     (``self_ns``, cpu_op only), step index, phase, and where known the
     user's source line (``src_file``, ``src_line``, ``src_func``) and the
-    ``module`` path.
+    ``module`` path. Of the events' columns it carries only
+    :data:`HOST_COLUMNS` (``cat`` and ``name`` stay Categoricals); ``event``
+    is each row's index in ``events``, for any other column
+    (:meth:`TraceView.host_column`). Texts (``src_file``, ``src_func``,
+    ``src_via``, ``module``, ``phase``) are Categoricals; row numbers
+    (``event``, ``parent``), ``depth`` and ``step`` are int32.
 ``phase_intervals``
     phase -> merged (starts, ends) on the main thread; see :mod:`.phases`.
+``gpu``
+    GPU ops, host syncs and cuda_sync events linked to their launch call,
+    operator, source line and module, plus the GPU window; see :mod:`.gpu_ops`.
 
 Analyzers are pure functions of a view; they never change it.
 """
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from advisor.analyze import intervals
+from advisor.analyze import intervals, names as by_name
 from advisor.analyze.source import is_user_frame, parse_module_name, parse_python_frame, parse_source_label
 from advisor.load.kineto import KinetoTrace
 from advisor.naming import PARTIAL_STEP, SOURCE_PREFIX, STEP_PREFIX
 
-__all__ = ["HOST_CATS", "TraceView"]
+__all__ = ["HOST_CATS", "HOST_COLUMNS", "TraceView"]
 
 HOST_CATS = ("cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver")
+#: the events' columns the host table carries (a filter of a wide frame copies every column)
+HOST_COLUMNS = ("cat", "name", "ts", "dur", "end", "tid", "external_id", "correlation", "seq", "input_types")
+
+
+def _is_step(name: str) -> bool:
+    return name.startswith(STEP_PREFIX)
+
+
+_STEP_NUMBER = re.compile(r"^(\d+)")
+
+
+def _step_number(name: str) -> int:
+    """N of ``ProfilerStep#N``; -1 when the name carries no number."""
+    m = _STEP_NUMBER.match(name[len(STEP_PREFIX):])
+    return int(m.group(1)) if m else -1
+
+
+def _is_backward_function(name: str) -> bool:
+    return name.startswith("autograd::engine::evaluate_function")
+
+
+def _source_label(name: str) -> tuple[str, int, str] | None:
+    return parse_source_label(name) if name.startswith(SOURCE_PREFIX) else None
+
+
+def _user_frame(name: str) -> tuple[str, int, str] | None:
+    """A Python frame in the user's code (not a library's), from a python_function name."""
+    if name.startswith(SOURCE_PREFIX):
+        return None
+    frame = parse_python_frame(name)
+    return frame if frame and is_user_frame(frame[0]) else None
+
+
+def _take(column: pd.Series, rows: np.ndarray) -> Any:
+    """The column's values at ``rows``: a numpy array, or a Categorical for a Categorical column."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.array.take(rows)
+    return column.to_numpy()[rows]
+
+
+def _coded(labels: list[str], codes: np.ndarray) -> pd.Categorical:
+    """``labels[codes]`` as a Categorical whose categories are the labels used, sorted (as the loader makes them)."""
+    used = np.flatnonzero(np.bincount(codes, minlength=len(labels))) if len(codes) else np.empty(0, "int64")
+    categories = sorted({labels[i] for i in used})
+    where = {label: i for i, label in enumerate(categories)}
+    remap = np.array([where.get(label, -1) for label in labels], dtype="int32")
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(categories, dtype="str" if categories else object))
 
 
 class TraceView:
@@ -76,61 +132,72 @@ class TraceView:
     @cached_property
     def main_tid(self) -> int:
         """The thread that runs the training loop."""
-        steps = self._step_events()
-        if len(steps):
-            return int(steps["tid"].mode().iloc[0])
-        ops = self.events[self.events["cat"] == "cpu_op"]
-        if len(ops) == 0:
-            host = self.events[self.events["cat"].isin(HOST_CATS)]
-            return int(host["tid"].mode().iloc[0]) if len(host) else 0
-        return int(ops.groupby("tid")["dur"].sum().idxmax())
-
-    def _step_events(self) -> pd.DataFrame:
         e = self.events
-        names = e["name"].astype(str)
-        return e[(e["cat"] == "user_annotation") & names.str.startswith(STEP_PREFIX)]
+        rows = self._step_rows
+        if len(rows) == 0:
+            rows = np.flatnonzero((e["cat"] == "cpu_op").to_numpy())
+            if len(rows):  # the thread with the most operator time (the lowest on a tie)
+                tids, inverse = np.unique(e["tid"].to_numpy()[rows], return_inverse=True)
+                return int(tids[np.argmax(np.bincount(inverse, weights=e["dur"].to_numpy()[rows]))])
+            rows = np.flatnonzero(e["cat"].isin(HOST_CATS).to_numpy())
+            if len(rows) == 0:
+                return 0
+        # the most frequent thread (the lowest on a tie)
+        tids, counts = np.unique(e["tid"].to_numpy()[rows], return_counts=True)
+        return int(tids[np.argmax(counts)])
 
     @cached_property
-    def _complete_step_events(self) -> pd.DataFrame:
-        """The main thread's step ranges, less those holding a :data:`PARTIAL_STEP` mark."""
-        ev = self._step_events()
-        ev = ev[ev["tid"] == self.main_tid] if len(ev) else ev
+    def _step_rows(self) -> np.ndarray:
+        """Rows of ``events`` that are ProfilerStep ranges."""
         e = self.events
-        marks = e[(e["cat"] == "user_annotation") & (e["name"].astype(str) == PARTIAL_STEP)]["ts"].to_numpy()
-        if len(ev) == 0 or len(marks) == 0:
-            return ev
-        starts, ends = ev["ts"].to_numpy(), ev["end"].to_numpy()
-        cut = np.zeros(len(ev), bool)
-        for ts in marks:
-            cut |= (starts <= ts) & (ts <= ends)
-        return ev[~cut]
+        return np.flatnonzero((e["cat"] == "user_annotation").to_numpy() & by_name.where(e["name"], _is_step))
+
+    def _step_events(self) -> pd.DataFrame:
+        return self.events[["name", "ts", "end", "tid"]].iloc[self._step_rows]
+
+    @cached_property
+    def _complete_step_rows(self) -> np.ndarray:
+        """Rows of the main thread's ProfilerStep ranges, less those holding a :data:`PARTIAL_STEP` mark."""
+        e = self.events
+        rows = self._step_rows
+        rows = rows[e["tid"].to_numpy()[rows] == self.main_tid] if len(rows) else rows
+        if len(rows) == 0:
+            return rows
+        marks = np.flatnonzero((e["cat"] == "user_annotation").to_numpy()
+                               & by_name.where(e["name"], lambda name: name == PARTIAL_STEP))
+        if len(marks) == 0:
+            return rows
+        at = e["ts"].to_numpy()[marks]
+        starts, ends = e["ts"].to_numpy()[rows], e["end"].to_numpy()[rows]
+        cut = ((starts[:, None] <= at[None, :]) & (at[None, :] <= ends[:, None])).any(axis=1)
+        return rows[~cut]
 
     @cached_property
     def profiler_steps_present(self) -> bool:
-        return len(self._complete_step_events) > 0
+        return len(self._complete_step_rows) > 0
 
     @cached_property
     def incomplete_steps(self) -> int:
-        """Step ranges left out because the script never finished them."""
-        ev = self._step_events()
-        on_main = int((ev["tid"] == self.main_tid).sum()) if len(ev) else 0
-        return on_main - len(self._complete_step_events)
+        """Step ranges on the main thread left out because the script never finished them."""
+        rows = self._step_rows
+        on_main = int((self.events["tid"].to_numpy()[rows] == self.main_tid).sum()) if len(rows) else 0
+        return on_main - len(self._complete_step_rows)
 
     @cached_property
     def steps(self) -> pd.DataFrame:
-        ev = self._complete_step_events
-        if len(ev):
-            numbers = ev["name"].astype(str).str.slice(len(STEP_PREFIX)).str.extract(r"^(\d+)")[0]
+        e = self.events
+        rows = self._complete_step_rows
+        if len(rows):
             out = pd.DataFrame({
-                "step": pd.to_numeric(numbers, errors="coerce").fillna(-1).astype("int64").to_numpy(),
-                "start": ev["ts"].to_numpy(), "end": ev["end"].to_numpy(),
+                "step": by_name.mapped(e["name"].iloc[rows], _step_number, "int64"),
+                "start": e["ts"].to_numpy()[rows], "end": e["end"].to_numpy()[rows],
             })
         else:
-            host = self.events[self.events["cat"].isin(HOST_CATS)]
-            if len(host) == 0:
-                host = self.events
-            start = int(host["ts"].min()) if len(host) else 0
-            end = int(host["end"].max()) if len(host) else 0
+            host = e["cat"].isin(HOST_CATS).to_numpy()
+            if not host.any():
+                host = np.ones(len(e), bool)
+            start = int(e["ts"].to_numpy()[host].min()) if host.any() else 0
+            end = int(e["end"].to_numpy()[host].max()) if host.any() else 0
             out = pd.DataFrame({"step": [-1], "start": [start], "end": [end]})
         out = out.sort_values("start", kind="stable").reset_index(drop=True)
         out["dur"] = out["end"] - out["start"]
@@ -156,16 +223,19 @@ class TraceView:
     @cached_property
     def host(self) -> pd.DataFrame:
         e = self.events
-        host = e[e["cat"].isin(HOST_CATS)].copy()
-        host["cat"] = host["cat"].astype(str)
-        host["name"] = host["name"].astype(str)
-        n = len(host)
-        parent = np.full(n, -1, "int64")
-        depth = np.zeros(n, "int64")
+        rows = np.flatnonzero(e["cat"].isin(HOST_CATS).to_numpy())
+        # Every column is made first and the frame built once: setting a column on a frame copies the array.
+        host: dict[str, Any] = {c: _take(e[c], rows) for c in HOST_COLUMNS if c in e}
+        host["event"] = rows.astype("int32")  # row numbers: int32 (a trace of 2**31 events would not fit anyway)
+        # Name tests run once per distinct name, on the codes the loader's Categorical already has.
+        self._host_name_codes = by_name.codes_and_uniques(pd.Series(host["name"], copy=False))
+        n = len(rows)
+        parent = np.full(n, -1, "int32")
+        depth = np.zeros(n, "int32")
         self_ns = np.zeros(n, "int64")
-        ts, end, dur = host["ts"].to_numpy(), host["end"].to_numpy(), host["dur"].to_numpy()
-        tids = host["tid"].to_numpy()
-        is_op = (host["cat"] == "cpu_op").to_numpy()
+        ts, end, dur = host["ts"], host["end"], host["dur"]
+        tids = host["tid"]
+        is_op = np.asarray(host["cat"] == "cpu_op")
         op_top = np.zeros(n, bool)
         for tid in np.unique(tids):
             rows = np.flatnonzero(tids == tid)
@@ -182,82 +252,111 @@ class TraceView:
         host["depth"] = depth
         host["self_ns"] = self_ns
         host["op_top"] = op_top
-        host["step"] = self.step_of(ts)
+        host["step"] = self.step_of(ts).astype("int32")
         self._attach_sources(host)
         self._attach_phases(host)
-        return host.reset_index(drop=True)
+        return pd.DataFrame(host, copy=False)
 
-    def _attach_sources(self, host: pd.DataFrame) -> None:
-        names = host["name"].to_numpy(dtype=object)
-        cats = host["cat"].to_numpy(dtype=object)
-        parent = host["parent"].to_numpy()
-        depth = host["depth"].to_numpy()
-        n = len(names)
-        files = np.full(n, "", dtype=object)
-        lines = np.full(n, -1, "int64")
-        funcs = np.full(n, "", dtype=object)
-        module = np.full(n, "", dtype=object)
-        exact = np.zeros(n, bool)
-        # Parse each candidate name once; events then take their ancestor's values by index.
-        is_src = np.zeros(n, bool)
-        is_user_py = np.zeros(n, bool)
-        is_module = np.zeros(n, bool)
-        for i, name in enumerate(names):
-            if name.startswith(SOURCE_PREFIX):
-                where = parse_source_label(name)
-                if where:
-                    is_src[i] = True
-                    files[i], lines[i], funcs[i] = where
-            elif cats[i] == "python_function":
-                frame = parse_python_frame(name)
-                if frame and is_user_frame(frame[0]):
-                    is_user_py[i] = True
-                    files[i], lines[i], funcs[i] = frame
-            path = parse_module_name(name)
-            if path is not None:
-                is_module[i] = True
-                module[i] = path
+    @cached_property
+    def host_name_texts(self) -> np.ndarray:
+        """:attr:`host`'s ``name`` as an object array of str (built once; the strings are the Categorical's own)."""
+        return self.host_names(lambda name: name)
+
+    def host_column(self, column: str) -> np.ndarray:
+        """An ``events`` column the host table does not carry, aligned with :attr:`host`'s rows."""
+        return self.events[column].to_numpy()[self.host["event"].to_numpy()]
+
+    def host_names(self, func: Any, dtype: Any = object) -> np.ndarray:
+        """``func(name)`` for every row of :attr:`host`, computed once per distinct name."""
+        codes, uniques = self._host_codes()
+        values = np.zeros(len(uniques) + 1, dtype=dtype)  # only the used entries are read
+        for i in self._host_used:
+            values[i] = func(uniques[i])
+        values[len(uniques)] = func("")
+        return values[np.where(codes >= 0, codes, len(uniques))]
+
+    def _host_codes(self) -> tuple[np.ndarray, list[Any]]:
+        if not hasattr(self, "_host_name_codes"):
+            self._host_name_codes = by_name.codes_and_uniques(self.host["name"])
+        return self._host_name_codes
+
+    @cached_property
+    def _host_used(self) -> np.ndarray:
+        """The name codes some host row has (the loader's categories include GPU kernels' names)."""
+        codes, uniques = self._host_codes()
+        return by_name.used(codes, len(uniques))
+
+    def _attach_sources(self, host: dict[str, Any]) -> None:
+        """Source line (``src_*``) and ``module`` of every host row, from the labels and frames around it.
+
+        Each distinct name is parsed once, into a *site* number (a file, line and function); rows then take
+        their ancestor's site by index, and the text columns are Categoricals of the sites' texts.
+        """
+        is_python = np.asarray(host["cat"] == "python_function")
+        parent = host["parent"]
+        depth = host["depth"]
+        n = len(parent)
+        codes, uniques = self._host_codes()
+        sites: dict[tuple[str, int, str], int] = {("", -1, ""): 0}  # site 0: none
+        modules: dict[str, int] = {"": 0}
+        per_name = np.zeros((4, len(uniques) + 1), "int64")  # label site, frame site, module, is a module
+        is_label = np.zeros(len(uniques) + 1, bool)
+        for i in self._host_used:
+            name = uniques[i]
+            label, frame, module = _source_label(name), _user_frame(name), parse_module_name(name)
+            if label is not None:
+                is_label[i] = True
+                per_name[0, i] = sites.setdefault(label, len(sites))
+            if frame is not None:
+                per_name[1, i] = sites.setdefault(frame, len(sites))
+            if module is not None:
+                per_name[2, i], per_name[3, i] = modules.setdefault(module, len(modules)), 1
+        row = np.where(codes >= 0, codes, len(uniques))
+        is_src = is_label[row]
+        is_user_py = (per_name[1][row] > 0) & is_python
+        is_module = per_name[3][row] > 0
+        site = np.where(is_src, per_name[0][row], np.where(is_user_py, per_name[1][row], 0))
         src_idx = intervals.enclosing(parent, depth, is_src)
         src_idx[is_src] = np.flatnonzero(is_src)
         py_idx = intervals.enclosing(parent, depth, is_user_py)
         mod_idx = intervals.enclosing(parent, depth, is_module)
         take = (src_idx >= 0) & ~is_src
-        files[take], lines[take], funcs[take] = files[src_idx[take]], lines[src_idx[take]], funcs[src_idx[take]]
-        exact[src_idx >= 0] = True
+        site[take] = site[src_idx[take]]
+        exact = src_idx >= 0
         fallback = (~exact) & (py_idx >= 0)
-        files[fallback], lines[fallback], funcs[fallback] = (
-            files[py_idx[fallback]], lines[py_idx[fallback]], funcs[py_idx[fallback]])
-        own = mod_idx >= 0
-        module[own & ~is_module] = module[mod_idx[own & ~is_module]]
-        via = np.full(n, "", dtype=object)
-        self._backward_to_forward(host, parent, depth, files, lines, funcs, exact, via)
-        host["src_file"] = files
-        host["src_line"] = lines
-        host["src_func"] = funcs
+        site[fallback] = site[py_idx[fallback]]
+        module = np.where(is_module, per_name[2][row], 0)
+        inherit = (mod_idx >= 0) & ~is_module
+        module[inherit] = module[mod_idx[inherit]]
+        site_list = list(sites)
+        site_lines = np.array([s[1] for s in site_list], "int64")
+        via = self._backward_to_forward(host, parent, depth, site, site_lines, exact)
+        host["src_file"] = _coded([s[0] for s in site_list], site)
+        host["src_line"] = site_lines[site]
+        host["src_func"] = _coded([s[2] for s in site_list], site)
         host["src_exact"] = exact
-        host["src_via"] = via
-        host["module"] = module
+        host["src_via"] = _coded(["", "backward"], via.astype("int8"))
+        host["module"] = _coded(list(modules), module)
 
-    @staticmethod
-    def _backward_to_forward(host: pd.DataFrame, parent: np.ndarray, depth: np.ndarray, files: np.ndarray,
-                             lines: np.ndarray, funcs: np.ndarray, exact: np.ndarray, via: np.ndarray) -> None:
-        """Give backward ops the source line of the forward op they differentiate.
+    def _backward_to_forward(self, host: dict[str, Any], parent: np.ndarray, depth: np.ndarray, site: np.ndarray,
+                             site_lines: np.ndarray, exact: np.ndarray) -> np.ndarray:
+        """Give backward ops the source line of the forward op they differentiate; returns which rows got one.
 
         Autograd runs ``autograd::engine::evaluate_function: XBackward0`` with the
         sequence number of the forward op that recorded X; everything below it
         is that op's backward, so it is charged to the forward op's line rather
         than to the ``loss.backward()`` call.
         """
-        names = host["name"]
-        seq = host["seq"].to_numpy()
-        is_op = (host["cat"] == "cpu_op").to_numpy()
-        is_bwd = (names.str.startswith("autograd::engine::evaluate_function")).to_numpy() & (seq >= 0)
+        seq = host["seq"]
+        via = np.zeros(len(seq), bool)
+        is_op = np.asarray(host["cat"] == "cpu_op")
+        is_bwd = self.host_names(_is_backward_function, bool) & (seq >= 0)
         if not is_bwd.any():
-            return
+            return via
         under_bwd = intervals.enclosing(parent, depth, is_bwd)
-        forward = is_op & ~is_bwd & (under_bwd < 0) & (seq >= 0) & (lines >= 0)
+        forward = is_op & ~is_bwd & (under_bwd < 0) & (seq >= 0) & (site_lines[site] >= 0)
         if not forward.any():
-            return
+            return via
         fwd_rows = np.flatnonzero(forward)
         order = np.argsort(seq[fwd_rows], kind="stable")
         fwd_seq = seq[fwd_rows][order]
@@ -269,27 +368,41 @@ class TraceView:
         match = has & (fwd_seq[k] == seq[np.maximum(owner, 0)])
         src = fwd_rows[k[match]]
         rows = np.flatnonzero(match)
-        files[rows], lines[rows], funcs[rows], exact[rows] = files[src], lines[src], funcs[src], exact[src]
-        via[rows] = "backward"
+        site[rows], exact[rows] = site[src], exact[src]
+        via[rows] = True
+        return via
 
-    def _attach_phases(self, host: pd.DataFrame) -> None:
+    def _attach_phases(self, host: dict[str, Any]) -> None:
         from advisor.analyze.phases import PHASE_ORDER
 
-        ts = host["ts"].to_numpy()
-        phase = np.full(len(host), "", dtype=object)
-        for name in reversed(PHASE_ORDER):  # highest priority last, so it wins
+        ts = host["ts"]
+        phase = np.zeros(len(ts), "int8")  # codes into ("", *PHASE_ORDER)
+        for code, name in reversed(list(enumerate(PHASE_ORDER, 1))):  # highest priority last, so it wins
             s, e = self.phase_intervals.get(name, (np.empty(0, "int64"), np.empty(0, "int64")))
             if len(s):
                 k = np.searchsorted(s, ts, side="right") - 1
                 inside = (k >= 0) & (ts < e[np.maximum(k, 0)])
-                phase[inside] = name
-        host["phase"] = phase
+                phase[inside] = code
+        host["phase"] = _coded(["", *PHASE_ORDER], phase)
+
+    @cached_property
+    def phase_evidence(self) -> dict[str, tuple[str, pd.DataFrame]]:
+        """phase -> (how it was found, the events that mark it); see :mod:`.phases`."""
+        from advisor.analyze.phases import found_phases
+
+        return found_phases(self)
 
     @cached_property
     def phase_intervals(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         from advisor.analyze.phases import phase_intervals
 
         return phase_intervals(self)
+
+    @cached_property
+    def gpu(self) -> Any:
+        from advisor.analyze.gpu_ops import build_gpu_links
+
+        return build_gpu_links(self)
 
     @cached_property
     def phase_sources(self) -> dict[str, str]:

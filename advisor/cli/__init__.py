@@ -4,7 +4,12 @@ Errors: only the advisor's own :class:`~advisor.errors.AdvisorError` is
 caught, and printed as one line; ``--debug`` shows the traceback instead.
 """
 
-from advisor.cli import commands_run  # noqa: F401  (registers its commands)
+from advisor.cli import (  # noqa: F401  (register their commands)
+    commands_compare,
+    commands_rules,
+    commands_run,
+    commands_workflow,
+)
 from advisor.cli.app import app, main
 
 __all__ = ["app", "main"]

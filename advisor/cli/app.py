@@ -18,7 +18,8 @@ from rich.console import Console
 from advisor import __version__
 from advisor.errors import AdvisorError
 
-__all__ = ["FailOnOption", "OutOption", "RulesOption", "SeverityLevel", "app", "err", "finish", "main"]
+__all__ = ["FailOnOption", "OutOption", "RulesOption", "SeverityLevel", "WorkflowOption", "app", "err", "finish",
+           "main"]
 
 app = typer.Typer(
     name="advisor",
@@ -49,6 +50,11 @@ OutOption = Annotated[
     Optional[Path],
     typer.Option("--out", help="Run directory to create (default: advisor-runs/<time>-<name>/)."),
 ]
+WorkflowOption = Annotated[
+    Optional[Path],
+    typer.Option("--workflow", help="Your own workflow graph (YAML; see `advisor workflow show`); "
+                                    "also $ADVISOR_WORKFLOW."),
+]
 FailOnOption = Annotated[
     Optional[SeverityLevel],
     typer.Option("--fail-on", help="Exit 1 when a diagnosis of this severity or higher is present (for CI)."),
@@ -75,7 +81,7 @@ def finish(summary, fail_on: SeverityLevel | None, quiet: bool = False) -> None:
     from advisor.report.terminal import print_card
 
     if not quiet:
-        print_card(build_report_data(summary.run), str(summary.reports["html"]))
+        print_card(build_report_data(summary.run, charts=False), str(summary.reports["html"]))
     code = summary.exit_code(fail_on.value if fail_on else None)
     if code:
         raise typer.Exit(code)

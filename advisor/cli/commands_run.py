@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from advisor.cli.app import FailOnOption, OutOption, RulesOption, app, err, finish
+from advisor.cli.app import FailOnOption, OutOption, RulesOption, WorkflowOption, app, err, finish
 from advisor.collect.config import CollectorConfig
 
 
@@ -47,10 +47,17 @@ def diagnose(
     with_stack: Annotated[bool, typer.Option(help="Also record Python frames (torch.profiler with_stack).")] = False,
     source_lines: Annotated[bool, typer.Option(help="Label ops with the user's source line that called them.")] = True,
     rules: RulesOption = None,
+    workflow: WorkflowOption = None,
+    escalate: Annotated[bool, typer.Option(
+        help="Run the deeper stages the workflow asks for (Nsight Systems, Nsight Compute); with "
+             "--no-escalate they are only listed, with the command that would run them.")] = True,
     fail_on: FailOnOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the summary card.")] = False,
 ) -> None:
     """Run SCRIPT under the profiler for a few steady-state steps and explain what is slow.
+
+    When a diagnosis needs a closer look, the workflow (`advisor workflow show`) runs the
+    script again under Nsight Systems or Nsight Compute, and the report says why.
 
     Example: advisor diagnose train.py -- --lr 0.1
     """
@@ -63,7 +70,9 @@ def diagnose(
         with_stack=with_stack, source_lines=source_lines,
     )
     summary = diagnose_script(script, script_args or [], cfg, out=out, timeout_s=timeout, rule_dirs=rules,
-                              nproc_per_node=nproc_per_node, argv=list(sys.argv))
+                              nproc_per_node=nproc_per_node, argv=list(sys.argv), workflow=workflow,
+                              escalate=escalate,
+                              progress=None if quiet else lambda m: err.print(f"advisor: {m}", style="dim"))
     result = summary.framework
     if result and result.outcome not in SUCCESS:
         kept = {"complete": "the profile", "partial": "the profile captured until then"}.get(result.profile)
@@ -74,17 +83,27 @@ def diagnose(
 
 @app.command()
 def analyze(
-    paths: Annotated[list[Path], typer.Argument(help="Kineto traces (.json, .json.gz) or a folder of rank traces.",
-                                                show_default=False)],
+    paths: Annotated[list[Path], typer.Argument(
+        help="Kineto traces (.json, .json.gz) or folders of rank traces, Nsight Systems reports (.nsys-rep, "
+             ".qdstrm, .sqlite), Nsight Compute results (.ncu-rep, ncu --csv output; two are also compared, "
+             "the first as before); or a run directory followed by files to add to it.", show_default=False)],
     out: OutOption = None,
     rules: RulesOption = None,
+    workflow: WorkflowOption = None,
     fail_on: FailOnOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the summary card.")] = False,
 ) -> None:
-    """Analyse traces recorded elsewhere: load, find, diagnose and report, without running anything."""
+    """Analyse traces and reports recorded elsewhere: load, find, diagnose and report, without running anything.
+
+    `advisor analyze RUN_DIR report.nsys-rep` adds a stage that was skipped (run by hand with
+    the command the report gives) to that run, and writes its report again.
+    """
     from advisor.runs import analyze_files
 
-    summary = analyze_files(paths, out=out, rule_dirs=rules, argv=list(sys.argv))
+    summary = analyze_files(paths, out=out, rule_dirs=rules, argv=list(sys.argv), workflow=workflow)
+    if not quiet:
+        for note in summary.notes:
+            typer.echo(note)
     finish(summary, fail_on, quiet)
 
 

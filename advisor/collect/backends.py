@@ -101,8 +101,10 @@ class NvtxBackend:
     The whole active window is one NVTX range named :data:`CAPTURE_RANGE`, the
     capture range that nsys (``--capture-range=nvtx``) and ncu
     (``--nvtx-include``) are pointed at; each step inside it is a
-    ``ProfilerStep#N`` range, as in the Kineto trace. The process must end
-    through C ``exit()`` for the tool to flush the last ranges (see
+    ``ProfilerStep#N`` range, as in the Kineto trace. On a GPU the window is
+    also bracketed by ``cudaProfilerStart``/``Stop``, for tools that cannot
+    see the NVTX range (``--capture-range=cudaProfilerApi``). The process must
+    end through C ``exit()`` for the tool to flush the last ranges (see
     :mod:`advisor.collect.bootstrap`).
     """
 
@@ -117,6 +119,10 @@ class NvtxBackend:
         pass
 
     def start(self, step: int) -> None:
+        # The other capture range nsys can use (--capture-range=cudaProfilerApi). Only when the
+        # script has initialised CUDA itself: the collector never does (see advisor.collect.bootstrap).
+        if torch.cuda.is_initialized():
+            torch.cuda.profiler.start()
         self._capture = self._range_type(CAPTURE_RANGE)
         self._capture.open()
         self.next_step(step)
@@ -139,3 +145,4 @@ class NvtxBackend:
             self._capture = None
         if torch.cuda.is_initialized():
             torch.cuda.synchronize()
+            torch.cuda.profiler.stop()

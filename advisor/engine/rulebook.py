@@ -12,20 +12,22 @@ the line and the field.
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from advisor.engine.safe_yaml import LineMap, load_yaml
-from advisor.engine.schema import Rule
+from advisor.engine.schema import Impact, Rule, RuleTest, SeverityTier
 from advisor.errors import RuleError
 from advisor.resources import rules_dir
 
-__all__ = ["ENV_VAR", "LoadedRule", "RuleBook", "load_rule_file", "rule_files"]
+__all__ = ["ENV_VAR", "LoadedRule", "RuleBook", "load_rule_file", "parse_rule_file", "rule_files", "user_rule_dirs"]
 
 ENV_VAR = "ADVISOR_RULES"
 #: files in the rules folder that are not rules
@@ -62,14 +64,14 @@ class RuleBook:
 
     @classmethod
     def load(cls, user_dirs: Iterable[Path] = (), *, builtin: bool = True, env: bool = True) -> RuleBook:
+        """The built-in rules, then each user folder (``--rules``, then ``$ADVISOR_RULES``), later ids winning.
+
+        User rules must read only facts that analyzers declare: a misspelt
+        fact would make a rule that silently never applies, so it is an
+        error here, before anything runs.
+        """
         dirs: list[tuple[Path, bool]] = [(rules_dir(), True)] if builtin else []
-        extra = list(user_dirs)
-        if env and os.environ.get(ENV_VAR):
-            extra += [Path(p) for p in os.environ[ENV_VAR].split(os.pathsep) if p]
-        for d in extra:
-            if not d.exists():
-                raise RuleError(d, None, "no such rules folder")
-            dirs.append((d, False))
+        dirs += [(d, False) for d in user_rule_dirs(user_dirs, env=env)]
         book = cls()
         for folder, is_builtin in dirs:
             seen: dict[str, Path] = {}
@@ -79,6 +81,8 @@ class RuleBook:
                 if rid in seen:
                     raise RuleError(path, loaded.line_of("id"), f"rule id {rid} is also used by {seen[rid]}")
                 seen[rid] = path
+                if not is_builtin:
+                    _check_facts(loaded)
                 book._add(loaded)
         return book
 
@@ -93,6 +97,31 @@ class RuleBook:
             self.rules[rid] = loaded
 
 
+def user_rule_dirs(user_dirs: Iterable[Path] = (), *, env: bool = True) -> list[Path]:
+    """The user's rule folders: those given with ``--rules``, then those in ``$ADVISOR_RULES``."""
+    dirs = [Path(d) for d in user_dirs]
+    if env and os.environ.get(ENV_VAR):
+        dirs += [Path(p) for p in os.environ[ENV_VAR].split(os.pathsep) if p]
+    unique: list[Path] = []
+    for d in dirs:
+        if not d.exists():
+            raise RuleError(d, None, f"no such rules folder (from --rules or ${ENV_VAR})")
+        if all(d.resolve() != u.resolve() for u in unique):  # given twice: load it once
+            unique.append(d)
+    return unique
+
+
+def _check_facts(loaded: LoadedRule) -> None:
+    from advisor.analyze.registry import all_specs  # the analyzers import pandas; only user rules need them here
+    from advisor.engine.lint import expression_problems
+    from advisor.engine.shapes import Catalog
+
+    if loaded.rule.status != "disabled":
+        problems = expression_problems(loaded, Catalog(all_specs()))
+        if problems:
+            raise problems[0]
+
+
 def rule_files(folder: Path) -> list[Path]:
     """The rule files under a folder (or the file itself), in a stable order."""
     if folder.is_file():
@@ -102,34 +131,84 @@ def rule_files(folder: Path) -> list[Path]:
 
 
 def load_rule_file(path: Path, builtin: bool = False) -> LoadedRule:
-    data, lines = load_yaml(path)
+    """Read and validate one rule file; the first problem is raised as a :class:`RuleError`."""
+    loaded, errors = parse_rule_file(path, builtin)
+    if errors:
+        raise errors[0]
+    assert loaded is not None
+    return loaded
+
+
+def parse_rule_file(path: Path, builtin: bool = False) -> tuple[LoadedRule | None, list[RuleError]]:
+    """Read and validate one rule file, returning every schema problem (for lint), each with its line."""
+    try:
+        data, lines = load_yaml(path)
+    except RuleError as exc:
+        return None, [exc]
     if not isinstance(data, dict):
-        raise RuleError(path, 1, "a rule file must be a YAML mapping with `id`, `name`, `when`, ...")
+        return None, [RuleError(path, 1, "a rule file must be a YAML mapping with `id`, `name`, `when`, ...")]
     try:
         rule = Rule.model_validate(data)
     except ValidationError as exc:
-        raise _first_error(exc, path, lines) from None
-    return LoadedRule(rule, path, lines, builtin)
+        return None, [_error(err, path, lines) for err in exc.errors()]
+    return LoadedRule(rule, path, lines, builtin), []
 
 
-def _first_error(exc: ValidationError, path: Path, lines: LineMap) -> RuleError:
-    err = exc.errors()[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith(("function-", "list[", "Severity"))))
-    name = ".".join(str(p) for p in loc) or "rule"
+#: pydantic's names for union branches and validators, which are not part of a field's path
+_NOT_PATH = ("function-", "list[", "Severity", "str-enum")
+_BRANCH_TAGS = {("severity", "level"), ("severity", "tiers")}
+
+
+def _location(raw: tuple[Any, ...]) -> tuple[Any, ...]:
+    loc = tuple(p for p in raw if not (isinstance(p, str) and p.startswith(_NOT_PATH)))
+    if loc[:2] in _BRANCH_TAGS:
+        loc = loc[:1] + loc[2:]
+    return loc
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "rule"
+
+
+def _did_you_mean(word: Any, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(word), list(choices), n=1) if isinstance(word, str) else []
+    return f"; did you mean `{close[0]}`?" if close else ""
+
+
+def _error(err: Any, path: Path, lines: LineMap) -> RuleError:
+    """One pydantic error as ``file:line: `field` what is wrong``."""
+    loc = _location(tuple(err["loc"]))
+    name = _dotted(loc)
     kind = err["type"]
-    msg = str(err["msg"])
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+    msg = str(err["msg"]).removeprefix("Value error, ")
     if kind == "missing":
         text = f"`{name}` is required"
     elif kind == "extra_forbidden":
-        known = ", ".join(Rule.model_fields) if len(loc) == 1 else "see the rule schema"
-        text = f"`{name}` is not a rule field (known fields: {known})"
+        field = loc[-1] if loc else name
+        model = _model_at(loc[:-1])
+        text = f"`{name}` is not a known field{_did_you_mean(field, model.model_fields)} " \
+               f"(known: {', '.join(model.model_fields)})"
     elif kind in ("literal_error", "enum"):
-        expected = err.get("ctx", {}).get("expected", "")
-        text = f"`{name}` must be one of {expected.replace(' or ', ', ').replace(chr(39), '')}"
+        expected = [e.strip(" '") for e in re.split(r",| or ", err.get("ctx", {}).get("expected", "")) if e.strip()]
+        text = f"`{name}` must be one of {', '.join(expected)}{_did_you_mean(err.get('input'), expected)}"
     elif kind == "value_error" and not loc:
         text = msg
+    elif kind == "value_error" and msg.startswith("`"):
+        text = f"`{name}`: {msg}"
     else:
         text = f"`{name}` {msg[0].lower() + msg[1:] if msg else 'is invalid'}"
     return RuleError(path, lines.line(loc), text)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel]:
+    """The schema model that holds the field at ``loc`` (for the list of known fields)."""
+    if loc[:1] == ("impact",):
+        return Impact
+    if loc[:1] == ("tests",):
+        return RuleTest
+    if loc[:1] == ("severity",):
+        return SeverityTier
+    return Rule

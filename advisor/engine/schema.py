@@ -34,10 +34,11 @@ only ``id`` and ``status: disabled`` switches a built-in rule off.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from enum import Enum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from advisor.engine.expr import Expression, compile_expression
 from advisor.engine.template import Template
@@ -46,6 +47,7 @@ from advisor.errors import ExpressionError
 __all__ = ["SEVERITIES", "Impact", "Rule", "RuleTest", "Severity", "SeverityTier"]
 
 ID_PATTERN = re.compile(r"^[A-Z]{2,6}\d{3}$")
+URL_PATTERN = re.compile(r"^https?://\S+$")
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
 
@@ -92,11 +94,32 @@ class Impact(BaseModel):
 
 
 class RuleTest(BaseModel):
+    """One test case: fact values, and what the rule must conclude from them."""
+
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)
     expect: Literal["fires", "quiet", "not_applicable"]
     facts: dict[str, Any] = Field(default_factory=dict)
     severity: Severity | None = None
+    impact_ms: float | None = None
+
+    @model_validator(mode="after")
+    def _only_when_firing(self) -> RuleTest:
+        given = [f for f in ("severity", "impact_ms") if getattr(self, f) is not None]
+        if given and self.expect != "fires":
+            raise ValueError(f"`{given[0]}` can only be checked in a case that fires")
+        return self
+
+
+def _severity_kind(value: Any) -> str:
+    return "tiers" if isinstance(value, list) else "level"
+
+
+#: one level, or tiers: [{level: high, when: "..."}, {level: medium}]; the tag keeps errors about one branch
+SeveritySpec = Annotated[
+    Union[Annotated[Severity, Tag("level")], Annotated[list[SeverityTier], Tag("tiers")]],
+    Discriminator(_severity_kind),
+]
 
 
 class Rule(BaseModel):
@@ -108,7 +131,7 @@ class Rule(BaseModel):
     name: str = ""
     status: Literal["preview", "stable", "deprecated", "disabled"] = "stable"
     stage: Literal["framework", "system", "kernel"] = "framework"
-    severity: Severity | list[SeverityTier] = Severity.medium
+    severity: SeveritySpec = Severity.medium
     when: str = "false"
     impact: Impact | None = None
     what: str = ""
@@ -125,10 +148,27 @@ class Rule(BaseModel):
     @field_validator("severity", mode="before")
     @classmethod
     def _severity(cls, v: Any) -> Any:
-        if isinstance(v, str) and v not in SEVERITIES:
-            raise ValueError(f"must be one of {', '.join(SEVERITIES)}")
+        if isinstance(v, list) and not v:
+            raise ValueError("needs at least one {level, when} tier")
         if not isinstance(v, (str, list)):
             raise ValueError(f"must be one of {', '.join(SEVERITIES)}, or a list of {{level, when}} tiers")
+        return v
+
+    @field_validator("knowledge")
+    @classmethod
+    def _knowledge(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            if not NAME_PATTERN.match(entry):
+                raise ValueError(f"names knowledge entries by id (kebab-case, like dataloader-starvation), "
+                                 f"not {entry!r}")
+        return v
+
+    @field_validator("references")
+    @classmethod
+    def _references(cls, v: list[str]) -> list[str]:
+        for url in v:
+            if not URL_PATTERN.match(url):
+                raise ValueError(f"must be http(s) links, not {url!r}")
         return v
 
     @field_validator("id")
@@ -156,7 +196,7 @@ class Rule(BaseModel):
         try:
             Template(v)
         except ExpressionError as exc:
-            raise ValueError(exc.message) from None
+            raise ValueError(f"has a bad hole {exc.message}") from None
         return v
 
     @model_validator(mode="after")
@@ -199,6 +239,19 @@ class CompiledRule:
             if isinstance(rule.severity, list) else []
         )
         self.texts: dict[str, Template] = {f: Template(getattr(rule, f)) for f in ("what", "where", "why", "fix")}
+
+    def expressions(self) -> Iterator[tuple[tuple[Any, ...], Expression]]:
+        """Every expression of the rule, with the path of the field that holds it (for lint messages)."""
+        yield ("when",), self.when
+        for i, (_, expr) in enumerate(self.tiers):
+            yield ("severity", i, "when"), expr
+        if self.impact is not None:
+            yield ("impact", "ms_per_step"), self.impact
+        if self.evidence is not None:
+            yield ("evidence",), self.evidence
+        for name, template in self.texts.items():
+            for expr in template.expressions():
+                yield (name,), expr
 
     def references(self) -> set[str]:
         """Every fact name the rule reads."""

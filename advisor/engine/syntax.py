@@ -1,28 +1,30 @@
-"""Tokens, syntax tree and parser of the expression language (see :mod:`advisor.engine.expr`).
+"""Tokens and parser of the expression language (see :mod:`advisor.engine.expr`).
 
 The parser is a hand-written recursive descent over a fixed grammar. Every
 limit that keeps parsing cheap is enforced here: source length, nesting depth,
 node count and literal sizes. Function names are checked against the
-evaluator's table at parse time, so an unknown function is a lint error.
+function table (:mod:`advisor.engine.functions`) at parse time, so an unknown function is a lint error.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
+from advisor.engine.functions import FUNCTIONS
+from advisor.engine.tree import (
+    Binary, BoolOp, Call, Compare, Const, Field, Generator, IfElse, Index, ListLit, Node, Ref, Unary,
+)
+from advisor.engine.values import MAX_MAGNITUDE
 from advisor.errors import ExpressionError
+
+__all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_SOURCE", "parse"]
 
 MAX_SOURCE = 2000
 MAX_DEPTH = 32
 MAX_NODES = 400
-MAX_MAGNITUDE = 1e300
-
-# name -> (min args, max args); filled by advisor.engine.expr
-ARITY: dict[str, tuple[int, int]] = {}
 
 # --------------------------------------------------------------------------- tokens
 
@@ -40,8 +42,7 @@ _KEYWORDS = {"and", "or", "not", "in", "if", "else", "for", "true", "false", "nu
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", "'": "'", '"': '"'}
 
 
-@dataclass(frozen=True)
-class _Tok:
+class _Tok(NamedTuple):  # a tuple: rule loading makes thousands
     kind: str  # number, string, name, kw, op, end
     text: str
     pos: int
@@ -85,91 +86,6 @@ def _unquote(text: str, source: str, pos: int) -> str:
     return "".join(out)
 
 
-# --------------------------------------------------------------------------- tree
-
-
-@dataclass(frozen=True)
-class Node:
-    pos: int
-
-
-@dataclass(frozen=True)
-class Const(Node):
-    value: Any
-
-
-@dataclass(frozen=True)
-class Ref(Node):
-    """A dotted name: a fact, a local variable, or a fact followed by record keys."""
-
-    path: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Field(Node):
-    """``x.key`` where x is not a plain dotted name, e.g. ``kernels.top[0].share``."""
-
-    target: Node
-    key: str
-
-
-@dataclass(frozen=True)
-class Index(Node):
-    target: Node
-    index: Node
-
-
-@dataclass(frozen=True)
-class ListLit(Node):
-    items: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class Unary(Node):
-    op: str
-    operand: Node
-
-
-@dataclass(frozen=True)
-class Binary(Node):
-    op: str
-    left: Node
-    right: Node
-
-
-@dataclass(frozen=True)
-class Compare(Node):
-    first: Node
-    rest: tuple[tuple[str, Node], ...]
-
-
-@dataclass(frozen=True)
-class BoolOp(Node):
-    op: str  # and / or
-    values: tuple[Node, ...]
-
-
-@dataclass(frozen=True)
-class IfElse(Node):
-    cond: Node
-    then: Node
-    other: Node
-
-
-@dataclass(frozen=True)
-class Generator(Node):
-    element: Node
-    var: str
-    source: Node
-    cond: Node | None
-
-
-@dataclass(frozen=True)
-class Call(Node):
-    func: str
-    args: tuple[Node, ...]
-
-
 # --------------------------------------------------------------------------- parser
 
 
@@ -192,11 +108,12 @@ class _Parser:
         return ExpressionError(f"{message} at column {tok.pos + 1}, found {found}", self.source, tok.pos)
 
     def _is(self, kind: str, *texts: str) -> bool:
-        return self.tok.kind == kind and (not texts or self.tok.text in texts)
+        tok = self.tokens[self.i]
+        return tok.kind == kind and (not texts or tok.text in texts)
 
     def _take(self, kind: str, *texts: str) -> _Tok | None:
-        if self._is(kind, *texts):
-            tok = self.tok
+        tok = self.tokens[self.i]
+        if tok.kind == kind and (not texts or tok.text in texts):
             self.i += 1
             return tok
         return None
@@ -345,9 +262,10 @@ class _Parser:
 
     def call(self, name: Ref) -> Node:
         func = name.path[0]
-        if func not in ARITY:
-            known = ", ".join(sorted(ARITY))
-            raise ExpressionError(f"unknown function `{func}()`; known functions: {known}", self.source, name.pos)
+        if func not in FUNCTIONS:
+            close = difflib.get_close_matches(func, FUNCTIONS, n=1)
+            hint = f"did you mean `{close[0]}()`?" if close else f"known functions: {', '.join(sorted(FUNCTIONS))}"
+            raise ExpressionError(f"unknown function `{func}()`; {hint}", self.source, name.pos)
         self._expect("op", "(")
         args: list[Node] = []
         if not self._is("op", ")"):
@@ -359,7 +277,7 @@ class _Parser:
                 while self._take("op", ","):
                     args.append(self.expr())
         self._expect("op", ")")
-        arity = ARITY[func]
+        arity = FUNCTIONS[func].arity
         if not arity[0] <= len(args) <= arity[1]:
             raise ExpressionError(
                 f"`{func}()` takes {arity[0]}{'' if arity[0] == arity[1] else f' to {arity[1]}'} "
@@ -422,38 +340,10 @@ class _Parser:
         raise self._error("expected a value")
 
 
-def children(node: Node) -> Iterable[Node]:
-    if isinstance(node, (Field,)):
-        yield node.target
-    elif isinstance(node, Index):
-        yield node.target
-        yield node.index
-    elif isinstance(node, ListLit):
-        yield from node.items
-    elif isinstance(node, Unary):
-        yield node.operand
-    elif isinstance(node, Binary):
-        yield node.left
-        yield node.right
-    elif isinstance(node, Compare):
-        yield node.first
-        for _, right in node.rest:
-            yield right
-    elif isinstance(node, BoolOp):
-        yield from node.values
-    elif isinstance(node, IfElse):
-        yield node.cond
-        yield node.then
-        yield node.other
-    elif isinstance(node, Call):
-        yield from node.args
-    elif isinstance(node, Generator):
-        yield node.source
-        yield node.element
-        if node.cond is not None:
-            yield node.cond
-
-
 def parse(source: str) -> Node:
     """Parse ``source`` into a tree; raise :class:`ExpressionError` with the column."""
+    if not isinstance(source, str):
+        raise ExpressionError(f"an expression must be text, not {type(source).__name__}", str(source)[:80])
+    if len(source) > MAX_SOURCE:
+        raise ExpressionError(f"expression is longer than {MAX_SOURCE} characters", source[:80] + "...")
     return _Parser(source).parse()

@@ -31,11 +31,15 @@ class Template:
             try:
                 self.parts.append(compile_expression(m.group(1).strip()))
             except ExpressionError as exc:
-                raise ExpressionError(f"in `{{{{{m.group(1)}}}}}`: {exc.message}", exc.source, exc.position) from None
+                raise ExpressionError(f"`{{{{{m.group(1)}}}}}`: {exc.message}", exc.source, exc.position) from None
             pos = m.end()
         self.parts.append(text[pos:])
         if sum(isinstance(p, Expression) for p in self.parts) > MAX_HOLES:
             raise ExpressionError(f"a text has more than {MAX_HOLES} {{{{ }}}} holes")
+
+    def expressions(self) -> list[Expression]:
+        """The expressions in the holes, in order."""
+        return [p for p in self.parts if isinstance(p, Expression)]
 
     def references(self) -> set[str]:
         out: set[str] = set()
@@ -44,7 +48,13 @@ class Template:
                 out |= part.references()
         return out
 
-    def render(self, env: Environment | Mapping[str, Any]) -> str:
+    def render(self, env: Environment | Mapping[str, Any], *, strict: bool = False) -> str:
+        """The text with every hole filled in.
+
+        A hole whose fact is absent shows ``n/a``. A hole that fails on this
+        run's values (a type error) also shows ``n/a`` in a report, so one bad
+        text never hides a diagnosis; with ``strict`` (rule test cases) it raises.
+        """
         out = []
         for part in self.parts:
             if isinstance(part, str):
@@ -55,6 +65,8 @@ class Template:
             except Absent:
                 value = None
             except ExpressionError:
+                if strict:
+                    raise
                 value = None
             out.append(_show(value))
         return "".join(out).strip()

@@ -1,16 +1,23 @@
 """Running a rule's own test cases (``advisor rules test``).
 
 Each case gives fact values and says whether the rule ``fires``, stays
-``quiet``, or is ``not_applicable`` (a fact it reads is missing), and
-optionally which severity it fires with.
+``quiet``, or is ``not_applicable`` (a fact it reads is missing), and, for a
+case that fires, optionally which severity and how many ms per step it
+estimates. A case that fires also renders the rule's texts strictly, so a
+text that fails on real values (``pct()`` of a string, say) fails the test
+instead of showing ``n/a`` in a user's report.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from advisor.engine.evaluate import evaluate_rule
+from advisor.engine.expr import Absent, Environment
 from advisor.engine.rulebook import LoadedRule
+from advisor.engine.schema import RuleTest
+from advisor.errors import ExpressionError
 
 __all__ = ["CaseResult", "run_rule_tests"]
 
@@ -26,21 +33,53 @@ class CaseResult:
 
 
 def run_rule_tests(loaded: LoadedRule) -> list[CaseResult]:
+    """One result per test case; a rule without cases gets one failed result saying so."""
     rule = loaded.rule
+    if not rule.tests:
+        return [CaseResult(rule.id, "(none)", False, "the rule has no test cases", str(loaded.path),
+                           loaded.line_of("id"))]
     results = []
     for i, case in enumerate(rule.tests):
-        outcome, diagnosis = evaluate_rule(loaded, case.facts)
-        actual = "fires" if outcome.result == "fired" else outcome.result
-        problems = []
-        if outcome.result == "error":
-            problems.append(f"evaluation failed: {outcome.reason}")
-        elif actual != case.expect:
-            detail = f" ({outcome.reason})" if outcome.reason else ""
-            problems.append(f"expected {case.expect}, got {actual}{detail}")
-        elif case.severity is not None and diagnosis is not None and diagnosis.severity != case.severity.value:
-            problems.append(f"expected severity {case.severity.value}, got {diagnosis.severity}")
+        problems = _check_case(loaded, case)
         results.append(CaseResult(
             rule.id, case.name, not problems, "; ".join(problems) or "ok", str(loaded.path),
             loaded.line_of("tests", i),
         ))
     return results
+
+
+def _check_case(loaded: LoadedRule, case: RuleTest) -> list[str]:
+    outcome, diagnosis = evaluate_rule(loaded, case.facts)
+    actual = "fires" if outcome.result == "fired" else outcome.result
+    if outcome.result == "error":
+        return [f"evaluation failed: {outcome.reason}"]
+    if actual != case.expect:
+        detail = f" ({outcome.reason})" if outcome.reason else ""
+        return [f"expected {case.expect}, got {actual}{detail}"]
+    if diagnosis is None:
+        return []
+    problems = []
+    if case.severity is not None and diagnosis.severity != case.severity.value:
+        problems.append(f"expected severity {case.severity.value}, got {diagnosis.severity}")
+    if case.impact_ms is not None and not _close(diagnosis.impact_ms, case.impact_ms):
+        problems.append(f"expected an impact of {case.impact_ms:g} ms per step, got {diagnosis.impact_ms}")
+    env = Environment(case.facts)
+    compiled = loaded.rule.compiled()
+    for name, expr in (("impact.ms_per_step", compiled.impact), ("evidence", compiled.evidence)):
+        try:
+            if expr is not None:
+                expr.evaluate(env)
+        except Absent:
+            pass  # reported as "n/a" / no evidence, which is allowed
+        except ExpressionError as exc:
+            problems.append(f"`{name}` fails: {exc.message}")
+    for name, template in compiled.texts.items():
+        try:
+            template.render(env, strict=True)
+        except ExpressionError as exc:
+            problems.append(f"`{name}` text fails: {exc.message}")
+    return problems
+
+
+def _close(actual: float | None, expected: float) -> bool:
+    return actual is not None and math.isclose(actual, expected, rel_tol=1e-6, abs_tol=1e-9)

@@ -13,9 +13,37 @@ One :class:`KinetoTrace` per file. Its tables:
     name           category   event name
     ts, dur, end   int64 ns   start, duration and end, on the trace's clock
     pid, tid       int64      process and thread; for GPU events device and stream
-    ...            per ARGS   selected ``args``; -1 (ints), NaN (floats) or ""
-                              (strings) where the event does not carry them
+    ...            per ARGS   selected ``args``: int64 (-1 where absent; int32 for
+                              the small numbers in INT32_COLUMNS: device, stream,
+                              wait_stream, group_size), float64 (NaN) or text as a
+                              Categorical ("" where absent)
     =============  =========  ====================================================
+
+    The ``args`` columns (see :data:`ARGS`) that link and describe events:
+
+    - ``correlation`` joins a GPU op (kernel, gpu_memcpy, gpu_memset, cuda_sync)
+      to the runtime call that launched or waited for it; ``external_id``
+      joins both to the CPU operator around that call (the only link left
+      when a trace has no runtime events).
+    - GPU ops carry ``device`` and ``stream`` (also in pid and tid); 64-bit
+      "no stream" values (4294967295, ``0xffffffff``) become -1.
+    - ``sync_kind`` and ``wait_stream`` describe cuda_sync events;
+      ``copy_kind`` is ROCm's memcpy direction (CUDA writes it in the name).
+    - ``collective``, ``dtype``, ``in_nelems``, ``group_size``, ``pg_name``:
+      the c10d collective a communication op or kernel belongs to.
+    - ``seq``: the autograd sequence number that ties a backward op to its
+      forward op; ``input_types``: the dtypes of an operator's inputs
+      (``record_shapes=True``), as JSON text.
+
+    Text columns are Categoricals (a few hundred distinct values over
+    millions of rows): compare them with ``==``/``isin`` as strings; to build
+    new text from them, take ``.astype(str)`` or ``.to_numpy(dtype=object)``
+    first, and mind that ``value_counts`` lists unused categories with 0.
+
+    :data:`EXTRA_ARGS` (shapes, kernel launch geometry, Python ids, the
+    pre-2.0 ``call_stack`` / ``module_hierarchy``, ...) are read only when
+    asked for, ``load_kineto(path, args=ALL_ARGS)``: every column costs
+    decoding time and 8 bytes per event, present or not.
 
 ``memory``
     ``[memory]`` instant events (``profile_memory=True``): ts, bytes,
@@ -30,15 +58,24 @@ One :class:`KinetoTrace` per file. Its tables:
 
 Which ``args`` become columns is declared once, in :data:`ARGS`. The loader
 knows file formats, not performance.
+
+How a trace is read: in pieces, never whole (:mod:`.json_stream` cuts the
+``traceEvents`` array at event boundaries while it decompresses), each piece
+decoded by msgspec into only the fields above and turned into column chunks
+(:mod:`.kineto_pieces`); the chunks are joined and sorted at the end. Memory
+holds the tables plus one piece, whatever the file's size.
+tests/load/kineto_reference.py is the plain form of the same rules (the
+whole document through ``orjson.loads``, a loop per column); the tables must
+equal its tables (values, dtypes, categories, row order) on every fixture trace,
+with :data:`ARGS` and with :data:`ALL_ARGS`.
 """
 
 from __future__ import annotations
 
+import gc
 import gzip
-import math
-import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,8 +85,9 @@ import orjson
 import pandas as pd
 
 from advisor.errors import TraceError
+from advisor.load.json_stream import read_array
 
-__all__ = ["ARGS", "CATEGORY_ALIASES", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
+__all__ = ["ALL_ARGS", "ARGS", "CATEGORY_ALIASES", "EXTRA_ARGS", "INT32_COLUMNS", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
 
 #: Old and vendor category names, mapped to the names current Kineto writes.
 CATEGORY_ALIASES: dict[str, str] = {
@@ -67,32 +105,72 @@ CATEGORY_ALIASES: dict[str, str] = {
     "user_annotation": "user_annotation",
     "gpu_user_annotation": "gpu_user_annotation",
     "Trace": "trace",
+    "Sync": "cuda_sync",
+    "cuda_sync": "cuda_sync",
+    "Memcpy_HtoD": "gpu_memcpy",
+    "Memcpy_DtoH": "gpu_memcpy",
+    "GPU_User_Annotation": "gpu_user_annotation",
+    "User_Annotation": "user_annotation",
+    "Python_Function": "python_function",
 }
 
-#: Trace ``args`` kept as columns: column -> (arg keys in order of preference, kind).
+#: Trace ``args`` kept as columns: column -> (arg keys in order of preference, kind). Only what the
+#: analyzers read: every column costs decoding time and memory on every event, present or not.
 ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "external_id": (("External id",), "int"),
     "correlation": (("correlation",), "int"),
     "seq": (("Sequence number",), "int"),
-    "fwd_tid": (("Fwd thread id",), "int"),
     "device": (("device",), "int"),
     "stream": (("stream",), "int"),
     "bytes": (("bytes", "size"), "int"),
+    "input_types": (("Input type",), "str"),
+    "sync_kind": (("cuda_sync_kind",), "str"),
+    "wait_stream": (("wait_on_stream",), "int"),
+    "copy_kind": (("kind",), "str"),
+    "collective": (("Collective name",), "str"),
+    "dtype": (("dtype",), "str"),
+    "in_nelems": (("In msg nelems", "in_msg_nelems"), "int"),
+    "group_size": (("Group size",), "int"),
+    "pg_name": (("Process Group Name",), "str"),
+}
+
+#: More ``args`` a trace may carry, read only when asked for (``load_kineto(path, args=ALL_ARGS)``);
+#: an analyzer that needs one moves it into :data:`ARGS`.
+EXTRA_ARGS: dict[str, tuple[tuple[str, ...], str]] = {
+    "fwd_tid": (("Fwd thread id",), "int"),
     "bandwidth_gbs": (("memory bandwidth (GB/s)",), "float"),
     "python_id": (("Python id",), "int"),
     "python_parent_id": (("Python parent id",), "int"),
     "input_dims": (("Input Dims",), "str"),
-    "input_types": (("Input type",), "str"),
     "grid": (("grid",), "str"),
     "block": (("block",), "str"),
     "registers": (("registers per thread",), "int"),
     "shared_memory": (("shared memory",), "int"),
     "occupancy_pct": (("est. achieved occupancy %",), "float"),
     "cbid": (("cbid", "cid"), "int"),
+    "queued": (("queued",), "int"),
+    "out_nelems": (("Out msg nelems", "out_msg_nelems"), "int"),
+    "call_stack": (("Call stack",), "str"),
+    "module_hierarchy": (("Module Hierarchy",), "str"),
 }
+ALL_ARGS = {**ARGS, **EXTRA_ARGS}
+
+#: small-number ``args`` columns kept as int32 (a value outside int32 is not a device, stream or group size: -1)
+INT32_COLUMNS = ("device", "stream", "wait_stream", "group_size")
+
+
+def to_int32(values: np.ndarray) -> np.ndarray:
+    """int64 -> int32, with -1 for what does not fit."""
+    fits = (values >= np.iinfo("int32").min) & (values <= np.iinfo("int32").max)
+    return np.where(fits, values, -1).astype("int32")
+
+
+#: GPU-side categories, whose ``stream`` is a device stream
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotation")
+#: stream values that mean "no particular stream" (device-wide syncs)
+_NO_STREAM = (4294967295, 0xFFFFFFFFFFFFFFFF)
 
 OWN_LABEL_PREFIX = "advisor::"
-_INT_IN_TEXT = re.compile(r"(0x[0-9a-fA-F]+|-?\d+)")
 
 
 @dataclass
@@ -123,7 +201,10 @@ class KinetoTrace:
 
 
 def read_json_document(path: Path) -> Any:
-    """Read a (possibly gzipped) JSON file, with one clear error for each way it can be broken."""
+    """Read a whole (possibly gzipped) JSON file, with one clear error for each way it can be broken.
+
+    For small JSON files only: a trace goes through :func:`load_kineto`, which streams.
+    """
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -152,26 +233,56 @@ def is_kineto_trace(path: Path) -> bool:
     return name.endswith((".json", ".json.gz"))
 
 
-def load_kineto(path: str | Path) -> KinetoTrace:
-    """Load one Kineto trace (``.json`` or ``.json.gz``)."""
+def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | None = None,
+                args: Mapping[str, tuple[tuple[str, ...], str]] | None = None, window: Any = None) -> KinetoTrace:
+    """Load one Kineto trace (``.json`` or ``.json.gz``); ``on_progress(done, total)`` follows the file bytes read.
+
+    ``args``: the ``args`` columns to read (default :data:`ARGS`; :data:`ALL_ARGS` adds :data:`EXTRA_ARGS`).
+    ``window``: a :class:`~advisor.load.kineto_window.Window` (see :func:`~advisor.load.kineto_window.plan_window`):
+    only the events that overlap it are kept, and ``meta`` records it under ``advisor_window``.
+    """
+    from advisor.load.kineto_pieces import Columns
+
     path = Path(path)
-    doc = read_json_document(path)
+    columns = Columns(dict(ARGS if args is None else args), window)
+    # Loading makes millions of short-lived objects and no reference cycles; the
+    # cyclic GC would walk every live object again and again for nothing.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        meta, pieces, whole = read_array(path, "traceEvents", columns.add_piece, on_progress=on_progress)
+        if pieces is None:
+            meta = _whole_document(path, whole, columns)
+        else:
+            for _ in pieces:
+                pass  # each piece lands in ``columns``; the keys after the array land in ``meta`` at the end
+        _add_rank(meta)
+        if window is not None:
+            from advisor.load.kineto_window import META_KEY
+
+            meta[META_KEY] = window.to_meta()
+        base_us = columns.base_us
+        return KinetoTrace(
+            path=path,
+            events=_events_table(columns, base_us),
+            memory=_memory_table(columns, base_us),
+            flows=_flow_table(columns, base_us),
+            meta=meta,
+        )
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def _whole_document(path: Path, doc: Any, columns: Any) -> dict[str, Any]:
+    """A document whose array could not be streamed: say what is wrong with it, or take it whole."""
     if not isinstance(doc, dict):
         raise TraceError(path, "is JSON but not a Kineto trace: the top level is not an object")
     raw_events = doc.get("traceEvents")
     if not isinstance(raw_events, list):
         raise TraceError(path, "is JSON but not a Kineto trace: it has no `traceEvents` list")
-    meta = {k: v for k, v in doc.items() if k != "traceEvents"}
-    _add_rank(meta)
-    complete, instants, flows = _split(raw_events)
-    base_us = _base_us(complete, instants, flows)
-    return KinetoTrace(
-        path=path,
-        events=_events_table(complete, base_us),
-        memory=_memory_table(instants, base_us),
-        flows=_flow_table(flows, base_us),
-        meta=meta,
-    )
+    columns.add_objects(raw_events)
+    return {k: v for k, v in doc.items() if k != "traceEvents"}
 
 
 def _add_rank(meta: dict[str, Any]) -> None:
@@ -182,121 +293,118 @@ def _add_rank(meta: dict[str, Any]) -> None:
                 meta.setdefault(key, info[key])
 
 
-def _split(raw_events: list[Any]) -> tuple[list[dict], list[dict], list[dict]]:
-    complete: list[dict] = []
-    instants: list[dict] = []
-    flows: list[dict] = []
-    for ev in raw_events:
-        if not isinstance(ev, dict):
-            continue
-        ph = ev.get("ph")
-        if ph == "X":
-            if "ts" in ev:
-                complete.append(ev)
-        elif ph == "i" or ph == "I":
-            if ev.get("name") == "[memory]":
-                instants.append(ev)
-        elif ph in ("s", "f") and "id" in ev:
-            flows.append(ev)
-    return complete, instants, flows
+def _joined(chunks: dict[str, list[Any]], column: str, dtype: str) -> np.ndarray:
+    parts = chunks.get(column)
+    if not parts:
+        return np.empty(0, dtype)
+    if dtype == "object" and not isinstance(parts[0], np.ndarray):
+        parts[:] = [np.array(part, dtype=object) for part in parts]
+    joined = np.concatenate(parts) if len(parts) > 1 else np.asarray(parts[0])
+    parts.clear()  # free each chunk as soon as its column is joined
+    trim_heap()
+    return joined.astype(dtype, copy=False)
 
 
-def _base_us(*groups: list[dict]) -> int:
-    """An integer microsecond origin, so that ns conversion keeps float precision."""
-    starts = [ev["ts"] for group in groups for ev in group[:1000] if _is_num(ev.get("ts"))]
-    return int(math.floor(min(starts))) if starts else 0
+def trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
+
+    A load frees hundreds of MB of column chunks that sit on the heap between
+    other allocations; glibc keeps such memory, so without this it would count
+    in the process's RSS for the rest of the run (on a 500 MB trace, 300 MB).
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
-def _is_num(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _malloc_trim() -> Any:
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
 
 
-def _to_ns(values: list[Any], base_us: int) -> np.ndarray:
-    arr = pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce").to_numpy(dtype="float64")
-    arr = np.nan_to_num(arr, nan=float(base_us))
+_MALLOC_TRIM = _malloc_trim()
+
+
+def _to_ns(values: np.ndarray, base_us: int) -> np.ndarray:
+    """µs floats -> int64 ns; missing (NaN) values become the origin."""
+    arr = np.nan_to_num(values, nan=float(base_us))
     return np.round((arr - base_us) * 1000.0).astype("int64") + base_us * 1000
 
 
-def _int(value: Any) -> int:
-    if _is_num(value):
-        return int(value)
-    if isinstance(value, str):
-        m = _INT_IN_TEXT.search(value)
-        if m:
-            text = m.group(1)
-            return int(text, 16) if text.startswith("0x") else int(text)
-    return -1
+def _categorical(codes: np.ndarray, labels: list[str], *, used_only: bool = False) -> pd.Categorical:
+    """Codes into ``labels`` as a Categorical with sorted, distinct categories, as ``pd.Categorical(values)`` has.
+
+    ``used_only``: only the labels that rows use (``remove_unused_categories``).
+    """
+    present = np.unique(codes) if used_only else range(len(labels))
+    categories = sorted({labels[i] for i in present})
+    where = {label: i for i, label in enumerate(categories)}
+    remap = np.array([where.get(label, -1) for label in labels], dtype="int32")
+    return pd.Categorical.from_codes(remap[codes] if len(codes) else np.empty(0, "int32"),
+                                     categories=pd.Index(categories, dtype="str" if categories else object))
 
 
-def _arg_value(args: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
-    for key in keys:
-        if key in args:
-            return args[key]
-    return None
-
-
-def _events_table(complete: list[dict], base_us: int) -> pd.DataFrame:
-    names = [str(ev.get("name", "")) for ev in complete]
-    cats = [CATEGORY_ALIASES.get(ev.get("cat") or "", ev.get("cat") or "") for ev in complete]
+def _events_table(columns: Any, base_us: int) -> pd.DataFrame:
+    chunks = columns.chunks["events"]
+    names = list(columns.names)
+    name_codes = _joined(chunks, "name", "int32")
+    raw_cats = [CATEGORY_ALIASES.get(c, c) for c in columns.cats]
+    cat_labels = raw_cats + ["user_annotation"]
+    cat_codes = _joined(chunks, "cat", "int32")
     # The collector's labels are annotations even when recorded with the fast
     # record function, which Kineto files as cpu_op.
-    cats = ["user_annotation" if c == "cpu_op" and n.startswith(OWN_LABEL_PREFIX) else c for c, n in zip(cats, names)]
-    columns: dict[str, Any] = {
-        "cat": pd.Categorical(cats),
-        "name": pd.Categorical(names),
-        "ts": _to_ns([ev["ts"] for ev in complete], base_us),
-        "dur": np.maximum(_to_ns([ev.get("dur", 0) for ev in complete], 0), 0),
-        "pid": np.array([_int(ev.get("pid")) for ev in complete], dtype="int64"),
-        "tid": np.array([_int(ev.get("tid")) for ev in complete], dtype="int64"),
+    own = np.array([n.startswith(OWN_LABEL_PREFIX) for n in names], dtype=bool)
+    if own.any() and "cpu_op" in raw_cats:
+        is_cpu_op = np.array([c == "cpu_op" for c in raw_cats], dtype=bool)
+        cat_codes = np.where(is_cpu_op[cat_codes] & own[name_codes], len(raw_cats), cat_codes)
+    is_trace = np.array([c == "trace" for c in cat_labels], dtype=bool)
+    keep = ~is_trace[cat_codes] if len(cat_codes) else np.zeros(0, bool)
+    ts = _to_ns(_joined(chunks, "ts", "float64"), base_us)
+    dur = np.maximum(_to_ns(_joined(chunks, "dur", "float64"), 0), 0)
+    end = ts + dur
+    order = np.flatnonzero(keep)
+    order = order[np.lexsort((-end[order], ts[order]))]
+    data: dict[str, Any] = {
+        "cat": _categorical(cat_codes[order], cat_labels, used_only=True),
+        "name": _categorical(name_codes[order], names),
+        "ts": ts[order],
+        "dur": dur[order],
+        "pid": _joined(chunks, "pid", "int64")[order],
+        "tid": _joined(chunks, "tid", "int64")[order],
     }
-    arg_dicts = [ev.get("args") if isinstance(ev.get("args"), dict) else {} for ev in complete]
-    for column, (keys, kind) in ARGS.items():
-        raw = [_arg_value(a, keys) for a in arg_dicts]
-        if kind == "int":
-            columns[column] = np.array([-1 if v is None else _int(v) for v in raw], dtype="int64")
-        elif kind == "float":
-            columns[column] = np.array([float(v) if _is_num(v) else np.nan for v in raw], dtype="float64")
+    for column, (_, kind) in columns.args_spec.items():
+        if kind == "str":
+            data[column] = _categorical(_joined(chunks, column, "int32")[order], list(columns.texts[column]))
         else:
-            columns[column] = [_text(v) for v in raw]
-    frame = pd.DataFrame(columns)
-    frame["end"] = frame["ts"] + frame["dur"]
-    frame = frame[frame["cat"] != "trace"]
-    frame = frame.sort_values(["ts", "end"], ascending=[True, False], kind="stable").reset_index(drop=True)
-    frame["cat"] = frame["cat"].cat.remove_unused_categories()
-    return frame
+            data[column] = _joined(chunks, column, {"int": "int64", "float": "float64"}[kind])[order]
+    if "stream" in data:
+        data["stream"][data["stream"] == _NO_STREAM[0]] = -1
+    for column in INT32_COLUMNS:
+        if column in data:
+            data[column] = to_int32(data[column])
+    data["end"] = end[order]
+    return pd.DataFrame(data, copy=False)  # the arrays are ours: no second copy of every column
 
 
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return orjson.dumps(value).decode()
+def _memory_table(columns: Any, base_us: int) -> pd.DataFrame:
+    from advisor.load.kineto_pieces import MEMORY_ARGS
+
+    chunks = columns.chunks["memory"]
+    frame = pd.DataFrame({"ts": _to_ns(_joined(chunks, "ts", "float64"), base_us),
+                          **{c: _joined(chunks, c, "int64") for c in MEMORY_ARGS}})
+    return frame.sort_values("ts", kind="stable").reset_index(drop=True)
 
 
-def _memory_table(instants: list[dict], base_us: int) -> pd.DataFrame:
-    args = [ev.get("args") if isinstance(ev.get("args"), dict) else {} for ev in instants]
-    return pd.DataFrame(
-        {
-            "ts": _to_ns([ev.get("ts") for ev in instants], base_us),
-            "bytes": np.array([_int(a.get("Bytes")) for a in args], dtype="int64"),
-            "total_allocated": np.array([_int(a.get("Total Allocated")) for a in args], dtype="int64"),
-            "total_reserved": np.array([_int(a.get("Total Reserved")) for a in args], dtype="int64"),
-            "device_type": np.array([_int(a.get("Device Type")) for a in args], dtype="int64"),
-            "device_id": np.array([_int(a.get("Device Id")) for a in args], dtype="int64"),
-            "addr": np.array([_int(a.get("Addr")) for a in args], dtype="int64"),
-        }
-    ).sort_values("ts", kind="stable").reset_index(drop=True)
-
-
-def _flow_table(flows: list[dict], base_us: int) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "cat": pd.Categorical([str(ev.get("cat", "")) for ev in flows]),
-            "ph": pd.Categorical([ev["ph"] for ev in flows]),
-            "id": np.array([_int(ev.get("id")) for ev in flows], dtype="int64"),
-            "ts": _to_ns([ev.get("ts") for ev in flows], base_us),
-            "pid": np.array([_int(ev.get("pid")) for ev in flows], dtype="int64"),
-            "tid": np.array([_int(ev.get("tid")) for ev in flows], dtype="int64"),
-        }
-    )
+def _flow_table(columns: Any, base_us: int) -> pd.DataFrame:
+    chunks = columns.chunks["flows"]
+    return pd.DataFrame({
+        "cat": _categorical(_joined(chunks, "cat", "int32"), list(columns.flow_cats)),
+        "ph": pd.Categorical(_joined(chunks, "ph", "object")),
+        "id": _joined(chunks, "id", "int64"),
+        "ts": _to_ns(_joined(chunks, "ts", "float64"), base_us),
+        "pid": _joined(chunks, "pid", "int64"),
+        "tid": _joined(chunks, "tid", "int64"),
+    })

@@ -4,95 +4,161 @@
 (``run.json``, ``findings.json``, ``diagnoses.json``), one plain dict; the
 Markdown, HTML and terminal renderers all read that dict, so they say the
 same thing. ``advisor report RUN_DIR`` rebuilds it without profiling again.
+
+Keys: ``run`` (run.json), ``verdict``, ``summary`` (step time, phases, the
+ranked diagnoses in one line each), ``diagnoses`` (each with ``sources``,
+``module``, ``knowledge`` entries, ``evidence_facts`` and ``fix_short``),
+``facts`` and ``units`` (by fact name), ``findings``, ``outcomes``, ``charts``
+(:class:`~advisor.report.charts.Chart`), ``trail`` (see
+:mod:`advisor.report.trail`), ``environment``, ``reproduce`` and ``artifacts``.
 """
 
 from __future__ import annotations
 
+import shlex
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from advisor import __version__
+from advisor.knowledge import find_entry, parse_entry
+from advisor.report.artifacts import artifacts, environment
+from advisor.report.charts import rank_times, report_charts, straggler
+from advisor.report.sources import locations, module_path, source_context
+from advisor.report.trail import build_trail
 from advisor.rundir import RunDir
 
-__all__ = ["build_report_data", "source_context"]
-
-CONTEXT_LINES = 2
+__all__ = ["build_report_data", "first_sentence", "source_context"]
 
 
-def _find_source(file: str, roots: list[Path]) -> Path | None:
-    candidate = Path(file)
-    if candidate.is_absolute():
-        return candidate if candidate.is_file() else None
-    for root in roots:
-        path = root / file
-        if path.is_file():
-            return path
-    return None
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text`` (up to the first '. '), whitespace collapsed."""
+    text = " ".join(str(text or "").split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
 
 
-def source_context(file: str, line: int, roots: list[Path], around: int = CONTEXT_LINES) -> dict[str, Any] | None:
-    """A few lines of the user's file around ``line``, for the report."""
-    if not file or line is None or line < 1:
-        return None
-    path = _find_source(file, roots)
-    if path is None:
-        return None
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    if line > len(text):
-        return None
-    lo, hi = max(line - around, 1), min(line + around, len(text))
+def _knowledge(diag: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The knowledge entries a diagnosis names; a user's rule may keep them beside its file."""
+    source = Path(str(diag.get("source") or ""))
+    extra = [source.parent, source.parent / "knowledge"] if diag.get("source") else []
+    out = []
+    for entry_id in diag.get("knowledge") or []:
+        path = find_entry(str(entry_id), extra)
+        if path is None:
+            out.append({"id": entry_id, "missing": True})
+            continue
+        entry = parse_entry(path.read_text(encoding="utf-8"), path)
+        out.append({"id": entry.id, "title": entry.title, "summary": entry.summary, "sections": entry.sections,
+                    "why": entry.sections.get("Why it slows training", ""), "path": str(path), "missing": False})
+    return out
+
+
+def _evidence_facts(diag: Mapping[str, Any], units: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The facts a diagnosis used, with the unit of each (from findings.json)."""
+    return [{"name": k, "value": v, "unit": units.get(k, "")} for k, v in (diag.get("facts") or {}).items()]
+
+
+def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mapping[str, str],
+               roots: list[Path]) -> list[dict[str, Any]]:
+    step = facts.get("steps.time_ms")
+    out = []
+    for diag in raw:
+        view = dict(diag)
+        view["sources"] = [c for c in (source_context(f, ln, roots) for f, ln in locations(diag)) if c]
+        view["module"] = module_path(diag)
+        view["knowledge_entries"] = _knowledge(diag)
+        view["evidence_facts"] = _evidence_facts(diag, units)
+        view["fix_short"] = first_sentence(diag.get("fix", ""))
+        impact = diag.get("impact_ms")
+        view["impact_share"] = impact / step if isinstance(impact, (int, float)) and isinstance(step, (int, float)) \
+            and step > 0 else None
+        out.append(view)
+    return out
+
+
+def _summary(facts: Mapping[str, Any], diagnoses: list[dict[str, Any]]) -> dict[str, Any]:
+    phases = sorted((r for r in facts.get("phases.table") or [] if isinstance(r, Mapping)),
+                    key=lambda r: -(r.get("ms") or 0.0))
     return {
-        "file": file,
-        "line": line,
-        "lines": [{"number": n, "text": text[n - 1], "hit": n == line} for n in range(lo, hi + 1)],
+        "step_ms": facts.get("steps.time_ms"), "step_count": facts.get("steps.count", 0),
+        "step_min": facts.get("steps.time_ms_min"), "step_max": facts.get("steps.time_ms_max"),
+        "step_source": facts.get("steps.source"), "phases": phases,
+        "gpu_idle": facts.get("gpu.idle_fraction"), "diagnoses": diagnoses,
     }
 
 
-def _locations(diag: dict[str, Any]) -> list[tuple[str, int]]:
-    """file:line pairs a diagnosis points at: its facts first, then its evidence rows."""
-    found: list[tuple[str, int]] = []
-    facts = diag.get("facts", {})
-    for key, value in facts.items():
-        if key.endswith(".file") and isinstance(value, str):
-            line = facts.get(key[: -len("file")] + "line")
-            if isinstance(line, int):
-                found.append((value, line))
-    for row in diag.get("evidence", []):
-        if isinstance(row.get("file"), str) and isinstance(row.get("line"), int) and row["line"] > 0:
-            found.append((row["file"], row["line"]))
-    unique = []
-    for item in found:
-        if item not in unique:
-            unique.append(item)
-    return unique[:3]
+def _advisor_command(meta: Mapping[str, Any]) -> str:
+    """The advisor command line that made this run, without ``--out`` (a new run needs a new folder)."""
+    argv = list(meta.get("command") or [])[1:]
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--out":
+            skip = True
+            continue
+        if not arg.startswith("--out="):
+            kept.append(arg)
+    return shlex.join(["advisor", *kept]) if kept else ""
 
 
-def build_report_data(run: RunDir) -> dict[str, Any]:
+def _reproduce(meta: Mapping[str, Any], run: RunDir, stages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    cwd = meta.get("cwd") or ""
+    again = _advisor_command(meta)
+    here = shlex.quote(str(run.path.resolve()))
+    prefix = f"cd {shlex.quote(cwd)} && " if cwd else ""
+    steps = []
+    if again:
+        label = ("Profile again with the same settings" if meta.get("kind") == "diagnose"
+                 else "Analyse the same traces again")
+        steps.append({"label": f"{label} (into a new run directory)", "command": prefix + again})
+    if meta.get("script_command"):
+        steps.append({"label": "Run the script alone, without advisor", "command": shlex.join(meta["script_command"])})
+    for stage in stages:
+        if stage.get("command") and stage["stage"] != "framework":
+            steps.append({"label": f"The {stage['stage']} stage's tool command", "command": stage["command"]})
+    steps.append({"label": "Re-evaluate the rules and re-render this report, without profiling",
+                  "command": f"advisor report {here}"})
+    if again and meta.get("kind") == "diagnose":
+        steps.append({"label": "After a fix: profile again and compare the two runs",
+                      "command": f"{prefix}{again} --out {here}-after\nadvisor compare {here} {here}-after"})
+    return steps
+
+
+def build_report_data(run: RunDir, charts: bool = True) -> dict[str, Any]:
+    """Everything the reports show, from the run directory's own files (``charts=False``: no drawing,
+    for the terminal card)."""
     meta = run.read_metadata()
     findings = run.read_json("findings.json")
     diagnosed = run.read_json("diagnoses.json")
     facts = {f["name"]: f["value"] for f in findings.get("facts", [])}
+    units = {f["name"]: f.get("unit", "") for f in findings.get("facts", [])}
     roots = [Path(p) for p in meta.get("source_roots", [])]
-    diagnoses = diagnosed.get("diagnoses", [])
-    for diag in diagnoses:
-        diag["sources"] = [c for c in (source_context(f, ln, roots) for f, ln in _locations(diag)) if c]
-    artifacts = [
-        {"path": run.relative(p), "bytes": p.stat().st_size}
-        for p in sorted(run.path.rglob("*")) if p.is_file() and not p.name.endswith(".tmp")
-    ]
+    diagnoses = _diagnoses(diagnosed.get("diagnoses", []), facts, units, roots)
+    trail = build_trail(meta, diagnoses, draw_graph=charts)
+    drawn = report_charts(facts) if charts else []
+    expected = ["report.md", "report.html", *(f"charts/{c.id}.svg" for c in [*drawn, trail["chart"]] if c.svg)]
     return {
         "advisor_version": __version__,
         "generated_at": time.strftime("%Y-%m-%d %H:%M:%S"),
         "run": meta,
+        "run_dir": str(run.path.resolve()),
         "verdict": diagnosed.get("verdict", {}),
+        "summary": _summary(facts, diagnoses),
         "diagnoses": diagnoses,
         "outcomes": diagnosed.get("outcomes", []),
         "facts": facts,
+        "units": units,
         "findings": findings,
-        "trail": meta.get("trail", []),
-        "artifacts": artifacts,
+        "charts": drawn,
+        "trail": trail,
+        "ranks": rank_times(facts),
+        "straggler": straggler(facts),
+        "environment": environment(meta),
+        "reproduce": _reproduce(meta, run, trail["stages"]),
+        "artifacts": artifacts(run, meta, expected),
     }

@@ -66,7 +66,25 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
     tree = _phase_tree(data.get("facts", {}))
     if tree is not None:
         console.print(tree)
+    stages = _stages_line((data.get("trail") or {}).get("stages", []))
+    if stages is not None:
+        console.print(stages)
     console.print(Text.assemble(("Report: ", "bold"), report_path))
+
+
+def _stages_line(trail: list[dict[str, Any]]) -> Text | None:
+    """``Stages: framework → system; skipped: kernel (why)``, when the workflow went past the framework."""
+    ran = [e["stage"] for e in trail if e["status"] == "ran" and e["stage"] != "report"]
+    skipped = [e for e in trail if e["status"] == "skipped"]
+    if len(ran) < 2 and not skipped:
+        return None
+    line = Text.assemble(("Stages: ", "bold"), " → ".join(ran))
+    for entry in skipped:
+        reason = entry.get("reason", "").split(" (needed: ", 1)[0].split("; ", 1)[0]
+        line.append(f"; skipped {entry['stage']}: {reason[:120]}", style="yellow")
+    if skipped:
+        line.append(" (the report has the command to run it)", style="yellow")
+    return line
 
 
 def _first_sentence(text: str) -> str:

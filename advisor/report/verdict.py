@@ -33,6 +33,8 @@ def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
     if "steps.count" not in facts and "trace.cpu_ops" not in facts:
         return ["no trace was captured, so there was nothing to analyse"]
     missing = []
+    if facts.get("trace.partial") and facts.get("trace.analysed_steps"):
+        missing.append(str(facts["trace.analysed_steps"]))
     steps = facts.get("steps.count", 0) or 0
     if steps == 0:
         missing.append("no ProfilerStep ranges: the trace was analysed as one window, so per-step figures are "
@@ -50,16 +52,19 @@ def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
 
 def judge(diagnoses: Sequence[Diagnosis], facts: Mapping[str, Any], stopped_early: str | None = None) -> Verdict:
     """Pick the verdict from the ranked diagnoses and the facts."""
-    missing = _missing_evidence(facts)
+    kernel_only = "steps.count" not in facts and any(name.startswith("ncu.") for name in facts)
+    missing = [] if kernel_only else _missing_evidence(facts)  # framework checks need framework facts
     if stopped_early:
         missing.insert(0, stopped_early)
     serious = [d for d in diagnoses if d.severity_rank >= 2]
     if serious:
         top = serious[0]
         return Verdict("slow", f"{top.name.replace('-', ' ')}: {top.what}", missing)
-    if missing:
+    # a window of steps (a trace over the memory budget) is shown with the rest, but still supports a verdict
+    blocking = [m for m in missing if m != facts.get("trace.analysed_steps")]
+    if blocking:
         minor = f" ({len(diagnoses)} minor finding(s))" if diagnoses else ""
-        return Verdict("inconclusive", "The data cannot support a verdict: " + missing[0] + minor, missing)
+        return Verdict("inconclusive", "The data cannot support a verdict: " + blocking[0] + minor, missing)
     if diagnoses:
         return Verdict("healthy", "No major bottleneck; only minor findings.", missing)
     return Verdict("healthy", "No bottleneck found by the rules that could run on this data.", missing)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -135,3 +136,43 @@ def test_error_reports_column() -> None:
         compile_expression("steps.count > > 1")
     assert info.value.position == 14
     assert "column 15" in info.value.message
+
+
+@pytest.mark.parametrize(("source", "message"), [
+    ("2 ** 100000", "exponent larger than 64"),
+    ("steps.count ** 100", "exponent larger than 64"),
+    ("2 ** 10 ** 10", "exponent larger than 64"),
+    ("'ab' * 1000000000", "`*` needs numbers, got string and number"),
+    ("steps.count > 1 and [0] * 10 ** 9", "`*` needs numbers, got list and number"),
+    ("mtaches(trace.device, 'A')", "did you mean `matches()`?"),
+    ("matches(trace.device, '(')", "invalid regular expression"),
+])
+def test_refused_when_compiled_not_when_run(source: str, message: str) -> None:
+    with pytest.raises(ExpressionError, match=re.escape(message)):
+        compile_expression(source)
+
+
+def test_constant_parts_that_are_fine_still_compile() -> None:
+    assert compile_expression("max([]) if false else 1 / 0").evaluate(ENV) is None
+    assert compile_expression("2 ** 10 + steps.count").evaluate(ENV) == 1029.0
+
+
+def test_null_arguments_give_null() -> None:
+    assert compile_expression("clamp(null, 0, 1)").evaluate(ENV) is None
+    assert compile_expression("round(null, 2)").evaluate(ENV) is None
+    assert compile_expression("-null").evaluate(ENV) is None
+
+
+def test_work_is_bounded() -> None:
+    env = {"xs": list(range(1000))}
+    with pytest.raises(ExpressionError, match="does too much work"):
+        compile_expression("sum(count(b for b in xs) for a in xs)").evaluate(env)
+
+
+def test_template_holes_render_and_fail_only_when_strict() -> None:
+    from advisor.engine.template import Template
+
+    text = Template("idle {{ pct(gpu.idle_fraction) }}, missing {{ ms(gpu.nope) }}, bad {{ pct(trace.device) }}")
+    assert text.render(ENV) == "idle 40%, missing n/a, bad n/a"
+    with pytest.raises(ExpressionError, match="needs numbers, got string"):
+        text.render(ENV, strict=True)

@@ -1,0 +1,57 @@
+"""The tables the kernel-stage analyzers read: Nsight Compute launches, ncu's rule results, and where
+the framework stage saw each kernel.
+
+A :class:`KernelView` holds one or more :class:`~advisor.load.ncu_tables.NcuReport` (one per
+``.ncu-rep`` or CSV file) and, optionally, the framework stage's ``kernels.top`` records (name,
+ms, share, calls_per_step, op, site, file, line, module), which tie each profiled kernel back to
+the PyTorch operator, source line and ``nn.Module`` that launched it.
+
+Tables, for ``needs``: ``launches`` (at least one profiled launch), ``rules`` (ncu's rule results),
+``framework_kernels`` (the framework's kernel table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from advisor.load.ncu_tables import NcuReport, empty_rules
+
+__all__ = ["KernelView"]
+
+
+class KernelView:
+    """Nsight Compute results, ready for the kernel analyzers."""
+
+    def __init__(self, reports: Sequence[NcuReport], framework_kernels: Sequence[Mapping[str, Any]] = ()) -> None:
+        self.reports = list(reports)
+        self.framework_kernels = [dict(r) for r in framework_kernels]
+
+    @property
+    def launches(self) -> pd.DataFrame:
+        frames = [r.launches for r in self.reports if len(r.launches)]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    @property
+    def rules(self) -> pd.DataFrame:
+        frames = []
+        for r in self.reports:
+            if len(r.rules) == 0:
+                continue
+            names = r.launches.set_index("launch")["kernel"] if len(r.launches) else pd.Series(dtype=object)
+            frame = r.rules.copy()
+            frame["kernel"] = frame["launch"].map(names).fillna("")
+            frame["report"] = r.path.name
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True) if frames else empty_rules()
+
+    def has(self, table: str) -> bool:
+        if table == "launches":
+            return any(len(r.launches) for r in self.reports)
+        if table == "rules":
+            return any(len(r.rules) for r in self.reports)
+        if table == "framework_kernels":
+            return bool(self.framework_kernels)
+        raise KeyError(f"unknown table {table!r}")

@@ -1,0 +1,68 @@
+"""``advisor compare RUN_A RUN_B``: what changed between two runs, and whether a fix gave back its estimate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from advisor.cli.app import app
+from advisor.units import fmt_ms, fmt_pct
+
+
+def _signed(value: float | None, fmt: Any = fmt_ms) -> str:
+    if value is None:
+        return "n/a"
+    return ("+" if value > 0 else "") + fmt(value)
+
+
+def _print(data: dict[str, Any], report: Path, console: Console) -> None:
+    console.print(Text(data["headline"], style="bold"))
+    table = Table(box=None, pad_edge=False, show_edge=False)
+    for name, justify in (("", "left"), ("before", "right"), ("after", "right"), ("change", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    step = data["step"]
+    table.add_row("step", fmt_ms(step["a"]) if step["a"] is not None else "n/a",
+                  fmt_ms(step["b"]) if step["b"] is not None else "n/a", _signed(step["delta"]))
+    for row in data["phases"]:
+        table.add_row(f"  {row['phase']}", fmt_ms(row["a"]) if row["a"] is not None else "n/a",
+                      fmt_ms(row["b"]) if row["b"] is not None else "n/a", _signed(row["delta"]))
+    console.print(table)
+    for gain in data["gains"]:
+        measured = fmt_ms(gain["step_gain_ms"]) if gain["step_gain_ms"] is not None else "n/a"
+        line = (f"{gain['rule_id']} {gain['status']}: estimated {fmt_ms(gain['estimate_ms'] or 0.0)}, "
+                f"measured {measured} per step ({gain['step_judgement']})")
+        if gain["target"] and gain["target_gain_ms"] is not None:
+            line += f"; {gain['target']['fact']} fell by {fmt_ms(gain['target_gain_ms'])}"
+        console.print(Text(line, style="green" if gain["status"] == "gone" else "yellow"))
+    for note in data["notes"]:
+        console.print(Text(f"Note: {note}", style="yellow"))
+    if data["step"]["ratio"] is not None:
+        console.print(Text(f"Step time {_signed(data['step']['ratio'], fmt_pct)}", style="dim"))
+    console.print(Text.assemble(("Report: ", "bold"), str(report)))
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="The run before the change.", show_default=False, metavar="RUN_A")],
+    run_b: Annotated[Path, typer.Argument(help="The run after the change.", show_default=False, metavar="RUN_B")],
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", help="Folder for compare.md/.html/.json (default: advisor-runs/<time>-compare-<RUN_B>/).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the path of the report.")] = False,
+) -> None:
+    """Compare two runs (before and after a change): per step, phase, operator and kernel, which diagnoses
+    are gone, and whether each fix gave back the time that was estimated.
+
+    Example: advisor compare advisor-runs/before advisor-runs/after
+    """
+    from advisor.report.compare import write_comparison
+
+    data, paths = write_comparison(run_a, run_b, out)
+    if quiet:
+        typer.echo(str(paths["html"]))
+        return
+    _print(data, paths["html"], Console(highlight=False))

@@ -1,0 +1,204 @@
+"""The built-in stages: framework (PyTorch Profiler), system (Nsight Systems), kernel (Nsight Compute), report.
+
+Each is a :class:`~advisor.workflow.stages.StageSpec`; see that module for
+the contract. The functions here only adapt each tool's own modules
+(``advisor.collect.*``, ``advisor.load.*``) to it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import CollectError, ToolMissingError, TraceError
+from advisor.workflow.stages import Collected, StageContext, StageSpec, register_stage
+
+__all__: list[str] = []
+
+NSYS_TYPES = (".nsys-rep", ".qdrep", ".qdstrm", ".sqlite")
+KINETO_TYPES = (".json", ".json.gz")
+
+
+# framework -------------------------------------------------------------------------
+def _framework_collect(ctx: StageContext) -> Collected:
+    from advisor.collect.framework import run_framework
+
+    if ctx.config is None:
+        raise CollectError("the framework stage needs a script to run; use `advisor diagnose SCRIPT`")
+    result = run_framework(ctx.config, ctx.stage_dir, timeout_s=ctx.timeout_s)
+    if not result.traces:
+        raise CollectError(f"{ctx.stage_dir}: the script {result.outcome} before the profiled steps")
+    return Collected(result.traces, [*result.traces, ctx.stage_dir / "collector.json"], shlex.join(result.command))
+
+
+def _framework_command(ctx: StageContext) -> str | None:
+    return ctx.run_meta.get("reproduce") or "advisor diagnose YOUR_SCRIPT.py -- YOUR_ARGS"
+
+
+def _framework_ingest(path: Path, stage_dir: Path) -> list[Path]:
+    from advisor.pipeline import find_kineto_traces
+
+    return find_kineto_traces(path)  # kept where they are; run.json records the paths
+
+
+def _framework_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any]) -> Any:
+    from advisor.analyze.view import TraceView
+    from advisor.pipeline import load_traces
+
+    traces = load_traces(paths)
+    return TraceView(traces[0], run_meta)
+
+
+# system ------------------------------------------------------------------------------
+def _system_config(ctx: StageContext) -> Any:
+    from advisor.collect.nsys import stage_config
+
+    return stage_config(ctx.config, ctx.stage_dir, ctx.run_meta.get("step_method"))
+
+
+def _system_timeout(ctx: StageContext) -> float:
+    """The user's --timeout; else generous: three framework runs plus nsys's own start and stop."""
+    if ctx.timeout_s:
+        return float(ctx.timeout_s)
+    return 3.0 * float(ctx.run_meta.get("wall_s") or 60.0) + 300.0
+
+
+def _ranks(ctx: StageContext) -> int:
+    return int(ctx.run_meta.get("nproc_per_node") or 1)
+
+
+def _system_collect(ctx: StageContext) -> Collected:
+    from advisor.collect.nsys import run_nsys
+
+    if ctx.config is None:
+        raise CollectError("advisor analyze does not run profilers")
+    run = run_nsys(_system_config(ctx), ctx.stage_dir, cuda=ctx.cuda, timeout_s=_system_timeout(ctx),
+                   progress=ctx.progress, nproc_per_node=_ranks(ctx))
+    return Collected([run.sqlite], run.artifacts, run.command, run.notes)
+
+
+def _system_command(ctx: StageContext) -> str | None:
+    from advisor.collect.nsys import manual_command
+    from advisor.collect.nsys_tool import find_nsys
+
+    if ctx.config is None:
+        return ("nsys profile --trace=cuda,nvtx,osrt --sample=none --cpuctxsw=none --output=report python "
+                f"YOUR_SCRIPT.py && advisor analyze {shlex.quote(str(ctx.run_dir))} report.nsys-rep")
+    try:
+        tool = find_nsys()
+    except ToolMissingError:
+        tool = None
+    return manual_command(_system_config(ctx), ctx.stage_dir, ctx.run_dir, ctx.cuda, tool, _ranks(ctx))
+
+
+def _system_check(path: Path) -> None:
+    from advisor.collect.nsys_tool import find_nsys
+    from advisor.load.nsys_sqlite import is_nsys_sqlite
+
+    if path.suffix.lower() == ".sqlite":
+        if not is_nsys_sqlite(path):
+            raise TraceError(path, "is not an Nsight Systems SQLite export (no StringIds or export metadata); "
+                                   "make one with `nsys export --type sqlite REPORT.nsys-rep`")
+        return
+    try:
+        find_nsys()
+    except ToolMissingError as exc:
+        raise ToolMissingError(f"{path}: reading a {path.suffix} report needs nsys to export it: {exc}; or export "
+                               "it where nsys is installed and give the .sqlite",
+                               f"nsys export --type sqlite {shlex.quote(str(path))}") from None
+
+
+def _system_ingest(path: Path, stage_dir: Path) -> list[Path]:
+    from advisor.collect.nsys_tool import report_to_sqlite
+
+    _system_check(path)
+    return [report_to_sqlite(path, stage_dir, stage_dir / "nsys.log")]
+
+
+def _system_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any]) -> Any:
+    from advisor.analyze.system_view import SystemView
+    from advisor.load.nsys_sqlite import load_nsys_sqlite
+
+    return SystemView(load_nsys_sqlite(paths[-1]), run_meta)
+
+
+# kernel (Nsight Compute: advisor.collect.ncu runs it, advisor.load.ncu_* read it) ----------------
+def _kernel_targets(ctx: StageContext) -> list[Any]:
+    from advisor.collect.ncu import select_kernels
+
+    return select_kernels(ctx.facts.get("kernels.top") or [])
+
+
+def _kernel_command(ctx: StageContext) -> str | None:
+    """One ncu command per hot kernel, for running by hand, then the merge into this run."""
+    from advisor.collect.ncu import build_command
+
+    if ctx.config is None:
+        return (f"ncu --set full -o report python YOUR_SCRIPT.py && advisor analyze "
+                f"{shlex.quote(str(ctx.run_dir))} report.ncu-rep")
+    targets = _kernel_targets(ctx)
+    program = [sys.executable, ctx.config.script, *ctx.config.args]
+    lines = [shlex.join(build_command(t, ctx.stage_dir / f"{i:02d}", program)) for i, t in enumerate(targets, 1)]
+    if not lines:
+        return None
+    reports = " ".join(shlex.quote(str(ctx.stage_dir / f"{i:02d}.ncu-rep")) for i in range(1, len(lines) + 1))
+    return "\n".join(lines) + f"\nadvisor analyze {shlex.quote(str(ctx.run_dir))} {reports}"
+
+
+def _kernel_collect(ctx: StageContext) -> Collected:
+    from advisor.collect.ncu import run_kernel_stage
+
+    if ctx.config is None:
+        raise CollectError("advisor analyze does not run profilers")
+    result = run_kernel_stage(ctx.run_dir, Path(ctx.config.script), ctx.config.args, _kernel_targets(ctx),
+                              timeout_s=ctx.timeout_s)
+    commands = "\n".join(result.commands) or None
+    if result.status != "ran":
+        raise ToolMissingError(result.reason, commands)
+    reports = [ctx.run_dir / a for a in result.artifacts]
+    return Collected(reports, [*reports, ctx.stage_dir / "stage.json"], commands, result.notes)
+
+
+def _kernel_accepts(path: Path) -> bool:
+    from advisor.pipeline import is_kernel_file
+
+    return is_kernel_file(path)
+
+
+def _kernel_ingest(path: Path, stage_dir: Path) -> list[Path]:
+    target = stage_dir / path.name
+    if path.resolve() != target.resolve():
+        shutil.copy2(path, target)
+    return [target]
+
+
+class _KernelFiles:
+    """The kernel analyzers' view of Nsight Compute files, with the files' own notes."""
+
+    def __init__(self, paths: Sequence[Path], facts: Mapping[str, Any]) -> None:
+        from advisor.analyze.kernel_view import KernelView
+        from advisor.pipeline import load_kernel_reports
+
+        reports = load_kernel_reports(paths)
+        self.view = KernelView(reports, facts.get("kernels.top") or [])
+        self.notes = [n for r in reports for n in r.notes]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.view, name)
+
+
+def _kernel_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any]) -> Any:
+    return _KernelFiles(paths, facts)
+
+
+register_stage(StageSpec("framework", "PyTorch Profiler", "framework", _framework_collect, _framework_command,
+                         _framework_ingest, _framework_load, KINETO_TYPES))
+register_stage(StageSpec("system", "Nsight Systems", "system", _system_collect, _system_command, _system_ingest,
+                         _system_load, NSYS_TYPES, check=_system_check))
+register_stage(StageSpec("kernel", "Nsight Compute", "kernel", _kernel_collect, _kernel_command, _kernel_ingest,
+                         _kernel_load, (".ncu-rep",), accepts=_kernel_accepts))
+register_stage(StageSpec("report", "advisor", terminal=True))

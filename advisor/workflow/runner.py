@@ -1,0 +1,145 @@
+"""Running the stages the walk reaches, and keeping the run's findings and diagnoses current.
+
+:class:`StageRunner` is the ``execute``/``state`` pair that
+:func:`~advisor.workflow.walk.walk` calls. For each reached stage it either
+
+- reuses what is already done (the framework stage of ``advisor diagnose``,
+  or a stage that ran before ``advisor analyze RUN_DIR extra.sqlite``),
+- loads the files the user gave for it (``advisor analyze``),
+- or runs its collector (``advisor diagnose`` only, unless ``--no-escalate``),
+
+then loads the stage's output, runs its analyzers, replaces that stage's
+facts in the findings and evaluates every rule again, so the next guards see
+the new diagnoses. A stage that cannot run is *skipped* with the reason and
+the exact command that would run it; what was collected is never lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from advisor.analyze.findings import Findings
+from advisor.analyze.registry import registered, run_analyzers
+from advisor.engine.evaluate import Diagnosis
+from advisor.errors import CollectError, InputError
+from advisor.rundir import RunDir
+from advisor.workflow.stages import StageContext, StageSpec, registered_stages
+from advisor.workflow.walk import TrailEntry, guard_environment
+
+__all__ = ["StageRunner", "replace_stage_facts"]
+
+
+def replace_stage_facts(findings: Findings, stage: str, new: Findings) -> None:
+    """Drop the facts (and skip notes) of ``stage``'s analyzers from ``findings``, then add ``new``."""
+    names = {a.name for a in registered(stage)}
+    findings.facts = {k: f for k, f in findings.facts.items() if f.source not in names}
+    findings.skipped = {k: v for k, v in findings.skipped.items() if k not in names}
+    findings.merge(new)
+
+
+class StageRunner:
+    """Executes stages for the walk; ``diagnose`` re-evaluates the rules after each."""
+
+    def __init__(self, run: RunDir, findings: Findings, diagnose: Callable[[Findings], Any], *,
+                 config: Any = None, run_meta: Mapping[str, Any] | None = None, online: bool = False,
+                 given: Mapping[str, list[Path]] | None = None, sources: Mapping[str, list[Path]] | None = None,
+                 done: Mapping[str, TrailEntry] | None = None,
+                 hold: str | None = None, timeout_s: float | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        self.run = run
+        self.findings = findings
+        self._diagnose = diagnose
+        self.diagnosed = diagnose(findings)
+        self.config = config
+        self.run_meta = dict(run_meta or {})
+        self.online = online
+        self.given = dict(given or {})
+        self.sources = dict(sources or self.given)  # the files as the user named them, for the trail
+        self.done = dict(done or {})
+        self.hold = hold  # why collectors must not run (--no-escalate, the script failed)
+        self.timeout_s = timeout_s
+        self.progress = progress
+        self.ran: list[str] = []
+        self.stages = registered_stages()
+
+    # the walk's callbacks -------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        diagnoses: list[Diagnosis] = self.diagnosed.diagnoses
+        return guard_environment(self.findings.values(), diagnoses, self.ran)
+
+    def execute(self, name: str, why: list[str]) -> TrailEntry:
+        entry = self._execute(name, why)
+        if entry.status == "ran":
+            self.ran.append(name)
+        return entry
+
+    def _execute(self, name: str, why: list[str]) -> TrailEntry:
+        because = "; ".join(why) if why else "every run starts here"
+        if name in self.done and name not in self.given:
+            return self.done[name]
+        spec = self.stages[name]
+        if spec.terminal:
+            return TrailEntry(name, "ran", "the report brings together every stage that ran")
+        ctx = self.context(spec)
+        if name in self.given:
+            return self._from_files(spec, self.given[name], because)
+        if not self.online:
+            return self._skipped(spec, ctx, f"advisor analyze only reads files and does not run {spec.tool}; run "
+                                            f"it and add its output to this run (needed: {because})")
+        if self.hold:
+            return self._skipped(spec, ctx, f"{self.hold} (needed: {because})")
+        return self._collect(spec, ctx, because)
+
+    # ways a stage gets its data ----------------------------------------------------
+    def context(self, spec: StageSpec) -> StageContext:
+        return StageContext(self.run.path, self.run.stage(spec.name), self.config, self.run_meta, self.timeout_s,
+                            self.progress, self.findings.values())
+
+    def _command(self, spec: StageSpec, ctx: StageContext) -> str | None:
+        try:
+            return spec.command(ctx) if spec.command else None
+        except (CollectError, OSError) as exc:
+            return f"(no command: {exc})"
+
+    def _skipped(self, spec: StageSpec, ctx: StageContext, reason: str, command: str | None = None) -> TrailEntry:
+        return TrailEntry(spec.name, "skipped", reason, command or self._command(spec, ctx))
+
+    def _from_files(self, spec: StageSpec, paths: list[Path], because: str) -> TrailEntry:
+        self.absorb(spec, paths)
+        names = ", ".join(p.name for p in self.sources.get(spec.name, paths))
+        return TrailEntry(spec.name, "ran", f"loaded from {names} ({because})", None,
+                          [self.run.relative(p) for p in paths])
+
+    def _collect(self, spec: StageSpec, ctx: StageContext, because: str) -> TrailEntry:
+        try:
+            collected = spec.collect(ctx) if spec.collect else None
+        except CollectError as exc:
+            return self._skipped(spec, ctx, f"{exc} (needed: {because})", getattr(exc, "command", None))
+        except KeyboardInterrupt:
+            # Keep what the earlier stages found: the report is still written, and no later stage runs.
+            self.hold = "the run was interrupted (Ctrl-C)"
+            return self._skipped(spec, ctx, f"interrupted (Ctrl-C) while {spec.tool} ran (needed: {because})")
+        if collected is None:
+            return self._skipped(spec, ctx, f"{spec.name} has no collector (needed: {because})")
+        artifacts = [self.run.relative(p) for p in collected.artifacts if p.exists()]
+        try:
+            self.absorb(spec, collected.inputs)
+        except InputError as exc:
+            return TrailEntry(spec.name, "skipped", f"{spec.tool} ran, but its output could not be read: {exc}",
+                              collected.command, artifacts)
+        notes = "".join(f"; {n}" for n in collected.notes)
+        return TrailEntry(spec.name, "ran", f"{because}{notes}", collected.command, artifacts)
+
+    # loading and analysing -------------------------------------------------------------
+    def absorb(self, spec: StageSpec, paths: list[Path]) -> None:
+        """Load the stage's files, run its analyzers, replace its facts, and evaluate the rules again."""
+        if spec.load is None:
+            raise InputError(paths[0] if paths else spec.name, f"the {spec.name} stage has no loader")
+        view = spec.load(paths, self.run_meta, self.findings.values())
+        evidence = ", ".join(self.run.relative(p) for p in paths)
+        new = run_analyzers(view, spec.analyzer_stage, evidence=evidence)
+        new.notes.extend(getattr(view, "notes", []))
+        replace_stage_facts(self.findings, spec.analyzer_stage, new)
+        self.diagnosed = self._diagnose(self.findings)

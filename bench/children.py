@@ -1,0 +1,89 @@
+"""What each benchmarked process runs: one tool's work on one trace, then its figures as one JSON line.
+
+Run as ``python bench/children.py TOOL TRACE`` by :mod:`bench.measure`, one
+process per measurement, so that the tools never share a heap and each
+process's peak RSS is its own (the parent reads it with ``os.wait4``).
+
+- ``advisor``: what ``advisor analyze TRACE`` does before it writes the run
+  directory: load, analyze, evaluate the rules (no reports rendered).
+- ``hta``: Holistic Trace Analysis: ``TraceAnalysis`` on a folder holding
+  only TRACE, then its temporal, idle-time and kernel breakdowns. Run it with
+  HTA's interpreter.
+- ``orjson``: the bare parse the loader is held against: ``orjson.loads`` of
+  the trace's bytes, decompressed beforehand (not timed).
+
+Times are wall seconds inside the process, from after the imports;
+``import_s`` is the imports.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def run_advisor(trace: Path) -> dict[str, float]:
+    started = time.perf_counter()
+    from advisor.engine.rulebook import RuleBook
+    from advisor.pipeline import analyze_traces, diagnose_findings, load_traces
+
+    t0 = time.perf_counter()
+    traces = load_traces([trace])
+    t1 = time.perf_counter()
+    findings = analyze_traces(traces)
+    t2 = time.perf_counter()
+    diagnosed = diagnose_findings(findings, RuleBook.load([]))
+    t3 = time.perf_counter()
+    window = traces[0].meta.get("advisor_window")  # a trace over the memory budget: a window of its steps
+    return {"import_s": t0 - started, "load_s": t1 - t0, "analyze_s": t2 - t1, "rules_s": t3 - t2, "work_s": t3 - t0,
+            "events": len(traces[0].events), "diagnoses": len(diagnosed.diagnoses),
+            "window": window["note"] if window else None}
+
+
+def run_hta(trace: Path) -> dict[str, float]:
+    import logging
+    import tempfile
+
+    started = time.perf_counter()
+    from hta.trace_analysis import TraceAnalysis
+
+    logging.disable(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="bench-hta-") as folder:
+        (Path(folder) / trace.name).symlink_to(trace.resolve())
+        t0 = time.perf_counter()
+        analysis = TraceAnalysis(trace_dir=folder)
+        t1 = time.perf_counter()
+        analysis.get_temporal_breakdown(visualize=False)
+        t2 = time.perf_counter()
+        analysis.get_idle_time_breakdown(visualize=False)
+        t3 = time.perf_counter()
+        analysis.get_gpu_kernel_breakdown(visualize=False)
+        t4 = time.perf_counter()
+    return {"import_s": t0 - started, "load_s": t1 - t0, "temporal_s": t2 - t1, "idle_s": t3 - t2,
+            "kernel_s": t4 - t3, "work_s": t4 - t0}
+
+
+def run_orjson(trace: Path) -> dict[str, float]:
+    import gzip
+
+    import orjson
+
+    raw = trace.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    t0 = time.perf_counter()
+    orjson.loads(raw)
+    return {"work_s": time.perf_counter() - t0, "json_bytes": len(raw)}
+
+
+def main() -> int:
+    tool, trace = sys.argv[1], Path(sys.argv[2])
+    result = {"advisor": run_advisor, "hta": run_hta, "orjson": run_orjson}[tool](trace)
+    sys.stdout.write("BENCH " + json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""advisor against Holistic Trace Analysis on the same traces, side by side.
+
+For each trace and run, in turn: ``advisor`` (load, analyze, rules), HTA
+(``TraceAnalysis`` load plus temporal, idle-time and kernel breakdowns) and
+the bare ``orjson.loads`` parse, each in a fresh process. Prints the medians,
+the ratios and the targets, and writes them as JSON with ``--json``.
+
+    python bench/peer.py --runs 5
+    python bench/peer.py --trace /path/to/rank0.pt.trace.json.gz --hta-python /path/to/hta-venv/bin/python
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from measure import DEFAULT_HTA_PYTHON, REPO, Series, load_average, machine, run_measured, warm_up  # noqa: E402
+
+FIXTURES = REPO.parent / "shared" / "fixtures" / "kineto"
+DEFAULT_TRACES = ("v100_resnet_single_rank.pt.trace.json.gz", "a100_ddp_nccl_rank0.pt.trace.json.gz")
+#: targets of issue 9
+SPEEDUP_TARGET = 5.0
+MEMORY_TARGET = 0.5
+THROUGHPUT_TARGET = 2.0
+
+
+def measure(traces: list[Path], runs: int, hta_python: str, with_peer: bool) -> dict:
+    started = machine()
+    tools = ["advisor", "orjson"] + (["hta"] if with_peer else [])
+    series = {(t.name, tool): Series() for t in traces for tool in tools}
+    for tool in tools:  # untimed: byte-compiles each tool's modules, as an installed package has them
+        warm_up(tool, traces[0], hta_python if tool == "hta" else sys.executable)
+    for i in range(runs):
+        for trace in traces:  # interleaved: every tool sees the same machine state, run after run
+            for tool in tools:
+                python = hta_python if tool == "hta" else sys.executable
+                run = run_measured(tool, trace, python)
+                series[(trace.name, tool)].runs.append(run)
+                print(f"  run {i + 1}/{runs} {trace.name[:32]:32} {tool:8} work {run.figures['work_s']:7.3f} s "
+                      f"process {run.wall_s:7.3f} s  peak {run.peak_rss_mb:7.1f} MB  (load {load_average()})",
+                      file=sys.stderr)
+    return {"machine": started | {"loadavg_end": load_average()}, "runs": runs,
+            "traces": {t.name: _summary(t, series, with_peer) for t in traces}}
+
+
+def _summary(trace: Path, series: dict, with_peer: bool) -> dict:
+    adv, raw = series[(trace.name, "advisor")], series[(trace.name, "orjson")]
+    mb = raw.runs[0].figures["json_bytes"] / 1e6
+    out = {
+        "json_mb": mb, "events": adv.runs[0].figures["events"],
+        "advisor": {k: adv.median(k) for k in ("work_s", "load_s", "analyze_s", "rules_s", "import_s", "wall_s",
+                                                 "peak_rss_mb")},
+        "orjson_loads_s": raw.median("work_s"),
+    }
+    out["load_vs_orjson"] = out["advisor"]["load_s"] / out["orjson_loads_s"]
+    out["work_vs_orjson"] = out["advisor"]["work_s"] / out["orjson_loads_s"]
+    if with_peer:
+        hta = series[(trace.name, "hta")]
+        out["hta"] = {k: hta.median(k) for k in ("work_s", "load_s", "temporal_s", "idle_s", "kernel_s", "import_s",
+                                                 "wall_s", "peak_rss_mb")}
+        out["speedup_work"] = out["hta"]["work_s"] / out["advisor"]["work_s"]
+        out["speedup_process"] = out["hta"]["wall_s"] / out["advisor"]["wall_s"]
+        out["memory_ratio"] = out["advisor"]["peak_rss_mb"] / out["hta"]["peak_rss_mb"]
+    return out
+
+
+def report(result: dict) -> str:
+    lines = [f"machine: {result['machine']['cpus']} CPUs, Python {result['machine']['python']}, load average "
+             f"{result['machine']['loadavg_start']} at start, {result['machine']['loadavg_end']} at end; "
+             f"medians of {result['runs']} run(s)"]
+    for name, s in result["traces"].items():
+        a = s["advisor"]
+        lines += ["", f"{name}: {s['json_mb']:.1f} MB of JSON, {s['events']:,} events",
+                  f"  advisor  work {a['work_s']:.3f} s (load {a['load_s']:.3f}, analyze {a['analyze_s']:.3f}, rules "
+                  f"{a['rules_s']:.3f}); process {a['wall_s']:.3f} s (imports {a['import_s']:.3f}); peak RSS "
+                  f"{a['peak_rss_mb']:.0f} MB"]
+        if "hta" in s:
+            h = s["hta"]
+            lines += [f"  HTA      work {h['work_s']:.3f} s (load {h['load_s']:.3f}, temporal {h['temporal_s']:.3f}, "
+                      f"idle {h['idle_s']:.3f}, kernel {h['kernel_s']:.3f}); process {h['wall_s']:.3f} s (imports "
+                      f"{h['import_s']:.3f}); peak RSS {h['peak_rss_mb']:.0f} MB",
+                      f"  ratio    {s['speedup_work']:.1f}x faster (work), {s['speedup_process']:.1f}x (whole process); "
+                      f"memory {s['memory_ratio']:.2f} of HTA's peak   [targets: >= {SPEEDUP_TARGET:.0f}x, "
+                      f"<= {MEMORY_TARGET}]"]
+        lines.append(f"  orjson.loads of the decompressed file {s['orjson_loads_s']:.3f} s: advisor's load is "
+                     f"{s['load_vs_orjson']:.2f}x that, its whole work {s['work_vs_orjson']:.2f}x   "
+                     f"[target: load within {THROUGHPUT_TARGET:.0f}x]")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", type=Path, action="append", help="a trace file (repeatable; default: the two "
+                                                                    "fixture traces of the targets)")
+    parser.add_argument("--runs", type=int, default=5, help="runs of each tool on each trace (median reported)")
+    parser.add_argument("--hta-python", default=DEFAULT_HTA_PYTHON,
+                        help="Python with holistictraceanalysis installed (default $ADVISOR_BENCH_HTA_PYTHON or "
+                             "/work/hta-venv/bin/python)")
+    parser.add_argument("--no-peer", action="store_true", help="skip HTA")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    traces = args.trace or [FIXTURES / n for n in DEFAULT_TRACES]
+    missing = [str(t) for t in traces if not t.is_file()]
+    if missing:
+        parser.error(f"no such trace: {', '.join(missing)}")
+    with_peer = not args.no_peer
+    if with_peer and not Path(args.hta_python).exists():
+        parser.error(f"{args.hta_python} does not exist; create HTA's venv (bench/README.md) or pass --no-peer")
+    result = measure(traces, args.runs, args.hta_python, with_peer)
+    print(report(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Charts: drawn from the facts that exist, skipped with a reason otherwise, and inert SVG."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from advisor.report.charts import compare_chart, gpu_chart, phase_chart, rank_chart, report_charts, top_chart
+from advisor.report.trail import build_trail
+
+SVG = "{http://www.w3.org/2000/svg}"
+EVIL = "<script>alert(1)</script>"
+PHASES = [{"phase": p, "ms": ms, "share": ms / 100, "source": "advisor labels"}
+          for p, ms in (("dataloader", 40.0), ("forward", 30.0), ("backward", 25.0), ("optimizer", 4.0), ("other", 1.0))]
+STEPS = [{"step": i, "time_ms": 100.0 + i, "dataloader_ms": 40.0 + i, "forward_ms": 30.0, "backward_ms": 25.0,
+          "optimizer_ms": 4.0, "other_ms": 1.0} for i in range(5, 10)]
+
+
+def _inert(svg: str) -> ET.Element:
+    """Valid SVG, with no script, no foreign object, no text nodes (text is drawn as glyph paths)."""
+    root = ET.fromstring(svg)
+    tags = {el.tag for el in root.iter()}
+    assert f"{SVG}script" not in tags and f"{SVG}foreignObject" not in tags and f"{SVG}text" not in tags
+    assert "<script" not in svg and "javascript:" not in svg
+    return root
+
+
+def test_phase_chart_has_the_mean_and_every_step() -> None:
+    chart = phase_chart({"phases.table": PHASES, "steps.table": STEPS})
+    root = _inert(chart.svg)
+    # one bar per phase per row: (mean + 5 steps) x 5 phases
+    bars = [el for el in root.iter(f"{SVG}g") if el.get("id", "").startswith("patch_")]
+    assert len(bars) >= 6 * 5
+    assert "<!-- step 9 -->" in chart.svg and "<!-- mean -->" in chart.svg
+
+
+def test_charts_are_deterministic() -> None:
+    facts = {"phases.table": PHASES, "steps.table": STEPS}
+    assert phase_chart(facts).svg == phase_chart(facts).svg
+
+
+def test_hostile_kernel_names_end_up_as_glyphs_only() -> None:
+    rows = [{"name": EVIL, "ms": 5.0}, {"name": "void f<float, 4>(T&&) & \"q\" $x$", "ms": 3.0}]
+    chart = top_chart({"kernels.top": rows}, "kernels.top", "ms", "kernels", "Top GPU kernels")
+    _inert(chart.svg)
+    # matplotlib keeps the label as an escaped XML comment, never as markup
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in chart.svg
+
+
+def test_gpu_chart_reads_each_promised_shape() -> None:
+    per_step = gpu_chart({"gpu.steps": [{"step": 1, "busy_ms": 60.0, "idle_ms": 40.0},
+                                        {"step": 2, "busy_ms": 70.0, "idle_ms": 30.0}]})
+    assert per_step.svg and " 40% idle -->" in per_step.svg
+    lanes = gpu_chart({"gpu.timeline": [{"start_ms": 0.0, "end_ms": 5.0, "stream": 7},
+                                        {"start_ms": 9.0, "dur_ms": 3.0, "stream": 7},
+                                        {"start_ms": 1.0, "end_ms": 2.0, "stream": 13}]})
+    assert lanes.svg and "<!-- stream 13 -->" in lanes.svg
+    scalar = gpu_chart({"gpu.busy_fraction": 0.25, "gpu.idle_fraction": 0.75, "steps.time_ms": 80.0})
+    assert scalar.svg and "<!-- mean step -->" in scalar.svg
+    assert "CPU-only" in gpu_chart({"trace.has_gpu": False}).missing
+    assert "gpu.busy_fraction" in gpu_chart({"trace.has_gpu": True}).missing
+
+
+def test_rank_chart_needs_two_ranks_and_marks_the_straggler() -> None:
+    rows = [{"rank": r, "step": s, "ms": 100.0 + 30.0 * (r == 2) + s} for r in range(4) for s in range(3)]
+    chart = rank_chart({"ranks.step_ms": rows, "ranks.straggler": 2})
+    assert chart.svg and "<!-- rank (red: the straggler, rank 2) -->" in chart.svg
+    assert rank_chart({"ranks.step_ms": rows[:3]}).missing == "a single rank was analysed"
+
+
+def test_every_chart_says_why_it_is_missing() -> None:
+    charts = report_charts({})
+    assert [c.id for c in charts] == ["phases", "gpu", "kernels", "operators", "ranks"]
+    assert all(c.svg is None and c.missing for c in charts)
+
+
+def test_compare_chart_pairs_each_phase() -> None:
+    rows = [{"phase": "dataloader", "a": 90.0, "b": 5.0}, {"phase": "forward", "a": 80.0, "b": 85.0}]
+    chart = compare_chart(rows)
+    _inert(chart.svg)
+    assert " 90.0 ms -->" in chart.svg and " 5.0 ms -->" in chart.svg
+
+
+def test_recorded_workflow_graph_shows_the_path_taken() -> None:
+    meta = {
+        "trail": [
+            {"stage": "framework", "status": "ran", "reason": "always first", "command": "python t.py", "artifacts": []},
+            {"stage": "system", "status": "ran", "reason": "gpu.idle_fraction 0.42 >= 0.2", "command": "nsys profile",
+             "artifacts": ["system/report.nsys-rep"]},
+            {"stage": "kernel", "status": "skipped", "reason": "no kernel holds 20% of GPU time", "command": None,
+             "artifacts": []},
+        ],
+        "workflow": {"nodes": ["framework", "system", "kernel"],
+                     "edges": [{"from": "framework", "to": "system", "guard": "gpu.idle_fraction >= 0.2", "taken": True},
+                               {"from": "framework", "to": "kernel", "guard": "kernels.top[0].share >= 0.2",
+                                "taken": False}]},
+    }
+    trail = build_trail(meta, [])
+    assert trail["recorded"] and [s["status_text"] for s in trail["stages"]] == ["ran", "ran", "skipped"]
+    _inert(trail["chart"].svg)
+    assert "<!-- gpu.idle_fraction &gt;= 0.2 -->" in trail["chart"].svg
+
+
+def test_unrecorded_trail_lists_requested_escalations_as_not_run() -> None:
+    trail = build_trail({"kind": "diagnose", "script_command": ["python", "t.py"], "traces": ["framework/r.json"]},
+                        [{"rule_id": "DL001", "escalate": "nsys"}])
+    assert not trail["recorded"]
+    assert [(s["stage"], s["status"]) for s in trail["stages"]] == [("framework", "ran"), ("system", "not_run")]
+    assert "DL001 asked for nsys" in trail["stages"][1]["reason"]
