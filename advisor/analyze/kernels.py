@@ -73,7 +73,7 @@ RULE_COLUMNS = {
 
 def _origin(kernel: str, function: str, framework: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Where the framework stage saw this kernel: its kernels.top row, matched by the filter ncu is given."""
-    from advisor.collect.ncu import kernel_filter  # the collector's modules only for the kernel stage
+    from advisor.tools.ncu_names import kernel_filter
 
     for row in framework:
         name = str(row.get("name", ""))

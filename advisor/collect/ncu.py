@@ -34,10 +34,11 @@ from typing import Any
 
 from advisor.collect.config import CollectorConfig
 from advisor.collect.framework import child_command
-from advisor.collect.ncu_tool import classify_failure, find_ncu, gpu_status, ncu_options
+from advisor.tools.ncu import classify_failure, find_ncu, gpu_status, ncu_options
+from advisor.tools.ncu_names import kernel_filter, kernel_identifier
 from advisor.naming import CAPTURE_RANGE, PHASE_NAMES
 
-__all__ = ["KernelStageResult", "KernelTarget", "build_command", "kernel_filter", "run_kernel_stage",
+__all__ = ["KernelStageResult", "KernelTarget", "build_command", "run_kernel_stage",
            "select_kernels", "SECTION_PLANS"]
 
 #: Sections per question. "diagnose" answers what the kernel analyzers ask: bound class, roofline,
@@ -53,47 +54,6 @@ SECTION_PLANS: dict[str, tuple[str, ...]] = {
 #: Steps before the kernel is profiled: past the framework collector's default wait, where cuDNN/cuBLAS
 #: autotuning and lazy initialisation launch extra kernels.
 SKIP_STEPS = 5
-#: Words that differ between demanglers or say nothing about the instantiation.
-_NOISE = frozenset({"void", "const", "volatile", "lambda", "instance", "operator", "unnamed", "anonymous",
-                    "namespace", "type", "enable_if"})
-_BUILTIN_CAST = re.compile(r"\((unsigned |signed )?(long long|long|int|short|char|bool)\)(?=-?\d)")
-_GROUP = re.compile(r"\([^()]*\)")
-#: after the last template argument: closing brackets, then the parameter list
-_END = "[^0-9A-Za-z_(]*>\\("
-
-
-def _drop_signatures(args: str) -> str:
-    """Remove nested parameter lists (``(at::TensorIteratorBase &, const T1 &)``): one demangler writes
-    placeholders (T1) where the other writes types. Lambda parameters (``lambda(float)``) stay."""
-    while True:
-        changed = False
-        for m in reversed(list(_GROUP.finditer(args))):
-            if re.search(r"[&*]|\bconst\b|\bT\d+\b", m.group()):
-                args = args[: m.start()] + " " + args[m.end():]
-                changed = True
-        if not changed:
-            return args
-
-
-def _arg_tokens(args: str) -> list[str]:
-    """The template arguments as regex pieces, each matched anywhere after the previous one.
-
-    Numbers are written ``4``, ``(int)4`` or ``4ul``, booleans ``true`` or ``(bool)1``, anonymous
-    namespaces ``(anonymous namespace)`` or ``<unnamed>``, depending on the demangler.
-    """
-    args = re.sub(r"\(bool\)1", "true", re.sub(r"\(bool\)0", "false", args))
-    args = _drop_signatures(_BUILTIN_CAST.sub("", args).replace("(anonymous namespace)", ""))
-    tokens: list[str] = []
-    for word in re.findall(r"[A-Za-z_]\w*|\d+[uUlL]*", args):
-        if word in _NOISE or re.fullmatch(r"T\d+", word):
-            continue
-        if word[0].isdigit():
-            tokens.append(f"(.*[^0-9A-Za-z_])?{word.rstrip('uUlL')}[uUlL]*")
-        else:
-            tokens.append(".*" + {"true": "(true|1)", "false": "(false|0)"}.get(word, word))
-    return tokens
-
-
 @dataclass
 class KernelTarget:
     """One kernel to profile, with where the framework stage saw it."""
@@ -129,55 +89,6 @@ def select_kernels(kernels_top: Sequence[Mapping[str, Any]], limit: int = 3, min
         chosen.append(KernelTarget.from_record(row))
         covered += float(row.get("share") or 0)
     return chosen
-
-
-def _template_part(name: str) -> tuple[str, str]:
-    """``void ns::f<A, B<C>>(int)`` -> (``f``, ``A, B<C>``): the function identifier and its template arguments.
-
-    The parameter list is the first ``(`` outside angle brackets; the template arguments are the
-    bracketed part just before it, so a templated return type (``std::enable_if<...>::type``) is skipped.
-    """
-    name = name.replace("(anonymous namespace)", "anonymous")
-    depth, paren = 0, len(name)
-    for i, ch in enumerate(name):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif ch == "(" and depth == 0 and not name[:i].rstrip().endswith("operator"):
-            paren = i
-            break
-    head = name[:paren].rstrip()
-    args = ""
-    if head.endswith(">"):
-        depth = 0
-        for i in range(len(head) - 1, -1, -1):
-            depth += {">": 1, "<": -1}.get(head[i], 0)
-            if depth == 0:
-                args, head = head[i + 1:-1], head[:i]
-                break
-    func = re.split(r"[\s:]+", head.strip())[-1] if head.strip() else name
-    return func, args
-
-
-def kernel_filter(name: str) -> tuple[str, str]:
-    """(``--kernel-name-base``, ``regex:...`` value) that selects this kernel and not its siblings.
-
-    - a plain C name (cuBLAS, CUTLASS, Triton, torch.compile kernels): the whole name on the
-      ``function`` base, anchored;
-    - a mangled name: anchored on the ``mangled`` base;
-    - a C++ function without template arguments: its identifier on the ``function`` base;
-    - a template instantiation (``at::native::vectorized_elementwise_kernel<4, MulFunctor<float>>``):
-      the identifier and the words and numbers of its template arguments, in order, up to the
-      parameter list, on the ``demangled`` base (see :func:`_arg_tokens`).
-    """
-    if re.fullmatch(r"\w+", name):
-        return ("mangled" if name.startswith("_Z") else "function"), f"regex:^{name}$"
-    func, args = _template_part(name)
-    if not args:
-        return "function", f"regex:^{re.escape(func)}$"
-    pattern = f"(^|[^0-9A-Za-z_]){re.escape(func)}<" + "".join(_arg_tokens(args)) + _END
-    return "demangled", f"regex:{pattern}"
 
 
 def build_command(target: KernelTarget, output: Path, program: Sequence[str], *, ncu: str = "ncu",
@@ -229,7 +140,7 @@ class KernelStageResult:
 
 
 def _slug(target: KernelTarget, index: int) -> str:
-    func = _template_part(target.name)[0] if not re.fullmatch(r"\w+", target.name) else target.name
+    func = kernel_identifier(target.name)
     return f"{index:02d}-{re.sub(r'[^A-Za-z0-9_]+', '_', func)[:60]}"
 
 

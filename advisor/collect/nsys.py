@@ -47,7 +47,7 @@ from typing import Any
 
 from advisor.collect.config import CollectorConfig
 from advisor.collect.framework import child_command, child_env  # the same child, run under nsys
-from advisor.collect.nsys_tool import NsysTool, export_sqlite, find_nsys, import_qdstrm
+from advisor.tools.nsys import NsysTool, export_sqlite, find_nsys, import_qdstrm
 from advisor.errors import CollectError, ToolMissingError
 from advisor.naming import CAPTURE_RANGE
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.collect.ncu_tool import find_ncu
+from advisor.tools.ncu import find_ncu
 from advisor.errors import TraceError
 from advisor.load.ncu_csv import merge_pages, parse_ncu_csv
 from advisor.load.ncu_tables import RULE_COLUMNS, NcuReport, build_report, empty_rules

@@ -83,7 +83,7 @@ def _system_collect(ctx: StageContext) -> Collected:
 
 def _system_command(ctx: StageContext) -> str | None:
     from advisor.collect.nsys import manual_command
-    from advisor.collect.nsys_tool import find_nsys
+    from advisor.tools.nsys import find_nsys
 
     if ctx.config is None:
         return ("nsys profile --trace=cuda,nvtx,osrt --sample=none --cpuctxsw=none --output=report python "
@@ -96,7 +96,7 @@ def _system_command(ctx: StageContext) -> str | None:
 
 
 def _system_check(path: Path) -> None:
-    from advisor.collect.nsys_tool import find_nsys
+    from advisor.tools.nsys import find_nsys
     from advisor.load.nsys_sqlite import is_nsys_sqlite
 
     if path.suffix.lower() == ".sqlite":
@@ -113,7 +113,7 @@ def _system_check(path: Path) -> None:
 
 
 def _system_ingest(path: Path, stage_dir: Path) -> list[Path]:
-    from advisor.collect.nsys_tool import report_to_sqlite
+    from advisor.tools.nsys import report_to_sqlite
 
     _system_check(path)
     return [report_to_sqlite(path, stage_dir, stage_dir / "nsys.log")]

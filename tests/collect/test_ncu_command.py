@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from advisor.collect.ncu import KernelTarget, build_command, kernel_filter, run_kernel_stage, select_kernels
+from advisor.collect.ncu import KernelTarget, build_command, run_kernel_stage, select_kernels
+from advisor.tools.ncu_names import kernel_filter
 from advisor.collect.ncu import unknown_options
-from advisor.collect.ncu_tool import classify_failure, gpu_status, parse_help
+from advisor.tools.ncu import classify_failure, gpu_status, parse_help
 from advisor.load.kineto import load_kineto
 from conftest import fixture_path
 

@@ -11,7 +11,7 @@ import pytest
 from advisor.collect import nsys as nsys_collect
 from advisor.collect.config import CollectorConfig
 from advisor.collect.nsys import nsys_command, stage_config
-from advisor.collect.nsys_tool import NsysTool, describe, find_importer, find_nsys
+from advisor.tools.nsys import NsysTool, describe, find_importer, find_nsys
 from advisor.errors import ToolMissingError
 
 FULL = frozenset({"cuda", "nvtx", "osrt", "cudnn", "cublas", "mpi", "opengl"})

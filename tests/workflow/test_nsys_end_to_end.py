@@ -30,7 +30,7 @@ QUIET_CPU = {"OMP_NUM_THREADS": "1"}
 
 
 def _need_nsys() -> None:
-    from advisor.collect.nsys_tool import find_nsys
+    from advisor.tools.nsys import find_nsys
 
     try:
         find_nsys()
