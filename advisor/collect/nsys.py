@@ -1,7 +1,7 @@
 """The system-stage collector: the same script, with the same arguments, under ``nsys profile``.
 
 The script runs through the framework collector's bootstrap in ``nvtx`` mode
-(:class:`~advisor.collect.steps.NvtxBackend`): no torch.profiler (CUPTI
+(:class:`~advisor.collect.backends.NvtxBackend`): no torch.profiler (CUPTI
 cannot serve both), the same step detection and schedule as the framework
 run, every phase as an NVTX range (``advisor::forward``, ...), each step as
 ``ProfilerStep#N``, and the active steps inside one ``advisor::capture``

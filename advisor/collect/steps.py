@@ -39,14 +39,13 @@ from typing import Any
 
 import torch
 
-from advisor.collect.backends import Backend, KinetoBackend, NvtxBackend
+from advisor.collect.backends import Backend
 from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import thread_settings
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next
 from advisor.collect.source_marker import SourceMarker
 
-# The backends live in advisor.collect.backends; they are re-exported here, where they used to be.
-__all__ = ["Backend", "KinetoBackend", "NvtxBackend", "StepDriver"]
+__all__ = ["StepDriver"]
 
 
 class StepDriver:
