@@ -12,6 +12,7 @@ import re
 __all__ = [
     "CAPTURE_RANGE",
     "MODULE_PREFIX",
+    "PARTIAL_STEP",
     "PHASES",
     "PHASE_NAMES",
     "SOURCE_PREFIX",
@@ -31,6 +32,9 @@ _PHASE_BY_NAME = {name: phase for phase, name in PHASE_NAMES.items()}
 STEP_PREFIX = "ProfilerStep#"
 #: the NVTX range around the active steps, for nsys --capture-range=nvtx
 CAPTURE_RANGE = "advisor::capture"
+#: a mark inside a step the script never finished (it raised, exited or was stopped);
+#: analysis leaves such a step out, so a cut-short step does not skew the step time
+PARTIAL_STEP = "advisor::partial_step"
 
 SOURCE_PREFIX = "advisor::src "
 MODULE_PREFIX = "advisor::module "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.analyze.findings import Findings
+from advisor.analyze.rankset import RankSet
 from advisor.analyze.registry import run_analyzers
 from advisor.analyze.view import TraceView
 from advisor.engine.evaluate import Diagnosis, Outcome, evaluate_rules
@@ -68,27 +69,30 @@ def load_traces(paths: Iterable[Path]) -> list[KinetoTrace]:
 
 
 def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | None = None) -> Findings:
-    """Framework-stage findings: those of the first rank, plus notes on what else was seen."""
+    """Framework-stage findings: the first rank's, and with several ranks the ``ranks.*`` comparison."""
     if not traces:
         return Findings(notes=["no trace was captured, so nothing could be analysed"])
-    primary = traces[0]
-    view = TraceView(primary, run_meta)
-    with Progress(f"Analysing {primary.path.name}") as bar:
-        findings = run_analyzers(view, "framework", evidence=str(primary.path), on_progress=bar.update)
+    views = [TraceView(t, run_meta) for t in traces]
+    primary = views[0]
+    with Progress(f"Analysing {primary.trace.path.name}") as bar:
+        findings = run_analyzers(primary, "framework", evidence=str(primary.trace.path), on_progress=bar.update)
     from advisor.load.kineto_window import META_KEY
 
     for trace in traces:  # traces over the memory budget were analysed on a window of steps: say so
         window = trace.meta.get(META_KEY)
         if window:
             findings.notes.append(f"{trace.path.name}: {window['note']}")
-    if len(traces) > 1:
-        # GPU figures across ranks (imbalance, straggler, collective wait): see advisor.analyze.gpu_ranks
-        views = [view, *(TraceView(t, run_meta) for t in traces[1:])]
-        findings.merge(run_analyzers(views, "gpu_ranks", evidence=str(primary.path.parent)))
+    if len(views) > 1:
+        # Ranks compared: host side in advisor.analyze.ranks, GPU side in advisor.analyze.gpu_ranks
+        rank_set = RankSet(views)
+        evidence = ", ".join(str(v.trace.path) for v in rank_set.views)
+        findings.merge(run_analyzers(rank_set, "framework", evidence=evidence, scope="ranks"))
         findings.notes.append(
-            f"{len(traces)} rank traces were given; per-rank findings are for rank {primary.rank} "
-            f"({primary.path.name})"
+            f"{len(views)} rank traces: the ranks.* facts compare them all; the other findings are for rank "
+            f"{rank_set.ranks[rank_set.views.index(primary)]} ({primary.trace.path.name})"
         )
+        if rank_set.numbered_by_order:
+            findings.notes.append("the traces carry no distinct rank numbers, so ranks are numbered in file order")
     return findings
 
 

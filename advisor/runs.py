@@ -17,7 +17,7 @@ from pathlib import Path
 
 from advisor.analyze.findings import Findings
 from advisor.collect.config import CollectorConfig
-from advisor.collect.framework import FrameworkResult, check_script, run_framework
+from advisor.collect.framework import SUCCESS, FrameworkResult, check_script, run_framework
 from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import SEVERITIES
 from advisor.errors import UsageError
@@ -30,7 +30,8 @@ from advisor.workflow.session import check_inputs, merge_into_run, split_inputs,
 from advisor.workflow.session import escalate as escalate_run
 from advisor.workflow.walk import TrailEntry
 
-__all__ = ["RunSummary", "analyze_files", "diagnose_script", "merge_files", "rerender"]
+__all__ = ["OUTCOME_PHRASES", "RunSummary", "analyze_files", "diagnose_script", "merge_files", "outcome_sentence",
+           "rerender"]
 
 
 @dataclass
@@ -53,52 +54,86 @@ class RunSummary:
         return 0
 
 
+#: how each outcome reads after "the script"
+OUTCOME_PHRASES = {
+    "captured": "was profiled, then stopped", "completed": "finished", "exited": "exited",
+    "error": "raised an error", "timeout": "was stopped by --timeout", "interrupted": "was interrupted (Ctrl-C)",
+    "terminated": "was terminated (SIGTERM)",
+    "crashed": "ended without a status (killed, or a native crash)",
+}
+
+
+def outcome_sentence(result: FrameworkResult) -> str:
+    """One sentence on how the script ended: ``the script raised RuntimeError: boom (train.py:57), exit code 1``."""
+    error = result.error
+    if result.outcome == "error" and error and error.get("type") == "SystemExit":
+        how = "exited with an error"
+    elif result.outcome == "error" and error:
+        where = f" ({Path(error['file']).name}:{error['line']})" if error.get("file") and error.get("line") else ""
+        how = f"raised {error['type']}: {error.get('message', '')}{where}"
+    else:
+        how = OUTCOME_PHRASES.get(result.outcome, result.outcome)
+    return f"the script {how}, exit code {result.exit_code}"
+
+
 def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
     """A sentence for the report when the script did not reach the end of the profiled window."""
-    if result.outcome == "captured":
+    profile = result.profile
+    if profile == "complete":
         return None
-    profile = next((s.get("profile") for s in result.statuses if s.get("profile")), "none")
-    how = {
-        "error": "raised an error", "timeout": "was stopped by --timeout", "interrupted": "was interrupted (Ctrl-C)",
-        "crashed": "crashed", "completed": "finished", "exited": "exited",
-    }.get(result.outcome, result.outcome)
-    steps = max((s.get("steps_seen", 0) for s in result.statuses), default=0)
-    window = f"steps {cfg.wait + cfg.warmup} to {cfg.wait + cfg.warmup + cfg.active - 1}"
+    how = OUTCOME_PHRASES.get(result.outcome, result.outcome)
+    if result.step_method == "time":
+        window = f"the {cfg.window_s:g} s time window"
+    else:
+        window = f"the profiled window (steps {cfg.wait + cfg.warmup} to {cfg.wait + cfg.warmup + cfg.active - 1})"
     if profile == "partial":
-        return f"the script {how} during the profiled window ({window}); the steps recorded until then were analysed"
-    if profile == "none" or not result.traces:
-        return (f"the script {how} after {steps} step(s), before the profiled window ({window}) began; "
-                "lower --wait/--warmup to profile earlier steps")
-    return None
+        return f"the script {how} during {window}; the steps it finished until then were analysed"
+    if result.step_method is None:
+        return (f"the script {how} before any training step was recognised (no optimizer.step(), no DataLoader "
+                "batch, no nn.Module call); use --steps time to record a time window")
+    steps = max((s.get("steps_seen") or 0 for s in result.statuses), default=0)
+    return (f"the script {how} after {steps} step(s), before {window} began; "
+            "lower --wait/--warmup to profile earlier steps")
+
+
+def _profiler_settings(cfg: CollectorConfig, timeout_s: float | None, nproc_per_node: int) -> dict[str, object]:
+    return cfg.schedule() | {
+        "step_method": cfg.step_method, "window_start_s": cfg.window_start_s, "window_s": cfg.window_s,
+        "run_to_end": cfg.run_to_end, "record_shapes": cfg.record_shapes, "profile_memory": cfg.profile_memory,
+        "with_stack": cfg.with_stack, "source_lines": cfg.source_lines, "mode": cfg.mode, "timeout_s": timeout_s,
+        "nproc_per_node": nproc_per_node,
+    }
 
 
 def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, *, out: Path | None = None,
                     timeout_s: float | None = None, rule_dirs: list[Path] | None = None,
                     nproc_per_node: int = 1, argv: list[str] | None = None, workflow: Path | None = None,
                     escalate: bool = True, progress: Callable[[str], None] | None = None) -> RunSummary:
-    script = check_script(script)
+    resolved = check_script(script)
     book = RuleBook.load(rule_dirs or [])  # rule errors surface before the script runs
     graph = load_workflow(workflow)  # and so do workflow errors
-    run = RunDir.create(script.stem, out)
-    cfg.script = str(script)
+    run = RunDir.create(resolved.stem, out)
+    cfg.script = str(script)  # as typed: it becomes the script's sys.argv[0]
     cfg.args = list(script_args)
-    cfg.source_roots = cfg.source_roots or [str(script.parent)]
+    cfg.source_roots = cfg.source_roots or [str(resolved.parent)]
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc_per_node}"]
     run.update_metadata(
-        kind="diagnose", title=script.name, script=str(script), args=cfg.args, cwd=str(Path.cwd()),
-        command=argv or [], script_command=[sys.executable, str(script), *cfg.args],
+        kind="diagnose", title=resolved.name, script=str(resolved), args=cfg.args, cwd=str(Path.cwd()),
+        command=argv or [], script_command=[*(launcher if nproc_per_node > 1 else [sys.executable]), str(script),
+                                            *cfg.args],
         reproduce=shlex.join(["advisor", *(argv or [])[1:]]) if argv else "",
-        started_at=time.strftime("%Y-%m-%d %H:%M:%S"), profiler=cfg.schedule() | {
-            "step_method": cfg.step_method, "record_shapes": cfg.record_shapes,
-            "profile_memory": cfg.profile_memory, "with_stack": cfg.with_stack, "source_lines": cfg.source_lines,
-        }, source_roots=cfg.source_roots, nproc_per_node=nproc_per_node,
+        started_at=time.strftime("%Y-%m-%d %H:%M:%S"), profiler=_profiler_settings(cfg, timeout_s, nproc_per_node),
+        source_roots=cfg.source_roots, nproc_per_node=nproc_per_node,
     )
     result = run_framework(cfg, run.stage("framework"), timeout_s=timeout_s, nproc_per_node=nproc_per_node)
     first = result.statuses[0] if result.statuses else {}
     run.update_metadata(
-        outcome=result.outcome, exit_code=result.exit_code, wall_s=result.wall_s,
-        step_method=result.step_method, error=result.error, environment=first.get("environment", {}),
-        timings=first.get("timings", {}), traces=[run.relative(t) for t in result.traces],
-        child_command=result.command,
+        outcome=result.outcome, exit_code=result.exit_code, outcome_text=outcome_sentence(result),
+        stopped_by=result.stopped_by, profile=result.profile, wall_s=result.wall_s,
+        finished_at=time.strftime("%Y-%m-%d %H:%M:%S"), step_method=result.step_method, error=result.error,
+        environment=first.get("environment", {}), threads_at_capture=first.get("threads_at_capture"),
+        timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
+        traces=[run.relative(t) for t in result.traces], child_command=result.command,
     )
     meta = {"step_method": result.step_method}
     traces = load_traces(result.traces)
@@ -107,7 +142,7 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
                            run.read_metadata().get("reproduce") or None,
                            [run.relative(p) for p in sorted(run.stage("framework").iterdir())])
     hold = None if escalate else "--no-escalate was given"
-    if result.outcome not in ("captured", "completed", "exited"):
+    if result.outcome not in SUCCESS:
         hold = f"the script {result.outcome} in the framework stage, so it is not run again"
     diagnosed = escalate_run(run, book, findings, graph, framework=framework, config=cfg,
                              run_meta=run.read_metadata(), stopped_early=_stopped_note(result, cfg), hold=hold,

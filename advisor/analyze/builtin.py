@@ -13,6 +13,7 @@ from advisor.analyze import (  # noqa: F401
     operators,
     optimizer,
     precision,
+    ranks,
     source_lines,
     step_split,
     syncs,

@@ -10,20 +10,21 @@ collective for the slowest one, so:
   ranks that arrive early, because their kernels start and then wait;
 - *imbalance* is (most - least compute per step) / mean compute per step.
 
-These analyzers run on a list of :class:`~advisor.analyze.view.TraceView`
-(stage ``gpu_ranks``), only when several rank traces are given. The
-CPU-side step times per rank are :mod:`advisor.analyze.ranks`'s business.
+This analyzer has the ``ranks`` scope (see :mod:`advisor.analyze.registry`):
+it is given a :class:`~advisor.analyze.rankset.RankSet`, only when several
+rank traces are given. The host-side step times per rank are
+:mod:`advisor.analyze.ranks`'s business.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from advisor.analyze.comm import comm_overlap
 from advisor.analyze.common import NS_PER_MS
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.gpu_time import busy_breakdown
+from advisor.analyze.rankset import RankSet
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
 
@@ -64,10 +65,10 @@ def rank_row(view: TraceView) -> dict[str, Any] | None:
             "idle_ms": b["idle"] / per}
 
 
-@analyzer("gpu_ranks", stage="gpu_ranks", provides=PROVIDES)
-def gpu_ranks(views: Sequence[TraceView]) -> dict[str, Any]:
+@analyzer("gpu_ranks", provides=PROVIDES, scope="ranks")
+def gpu_ranks(rank_set: RankSet) -> dict[str, Any]:
     """Compute imbalance, straggler and collective wait across ranks."""
-    rows = [r for r in (rank_row(v) for v in views) if r is not None]
+    rows = [r for r in (rank_row(v) for v in rank_set.views) if r is not None]
     if len(rows) < 2:
         return {"ranks.gpu.count": len(rows)}
     least_comm = min(r["comm_ms"] for r in rows)

@@ -9,6 +9,20 @@ values. It is declared with :func:`analyzer`, which records:
   an undeclared fact is a programming error; not returning a declared one
   means "not measurable in this run" (rules reading it are not applicable).
 
+Analyzers have a *scope*, which says what they are given:
+
+- ``"trace"`` (the default): one :class:`~advisor.analyze.view.TraceView`.
+  ``run_analyzers(view, stage)`` runs these over one trace (in a multi-rank
+  run, over the first rank's).
+- ``"ranks"``: a :class:`~advisor.analyze.rankset.RankSet`, the views of all
+  rank traces of one run, to compare ranks: :mod:`advisor.analyze.ranks`
+  (host side, ``ranks.*``) and :mod:`advisor.analyze.gpu_ranks` (GPU side,
+  ``ranks.gpu.*`` and ``comm.*``).
+  ``run_analyzers(rank_set, stage, scope="ranks")`` runs these once per run,
+  when there are two or more rank traces. ``needs`` works the same way:
+  ``RankSet.has("ranks")`` is true with two or more ranks, and any other
+  table is present when every rank has it.
+
 ``all_specs()`` is what ``advisor facts`` prints and what rule lint checks
 fact names against.
 """
@@ -21,7 +35,10 @@ from typing import Any
 
 from advisor.analyze.findings import FactSpec, Finding, Findings
 
-__all__ = ["Analyzer", "all_specs", "analyzer", "registered", "run_analyzers"]
+__all__ = ["SCOPES", "Analyzer", "all_specs", "analyzer", "registered", "run_analyzers"]
+
+#: what an analyzer is given: one trace's view, or the views of all ranks of a run
+SCOPES = ("trace", "ranks")
 
 
 @dataclass(frozen=True)
@@ -32,21 +49,24 @@ class Analyzer:
     provides: tuple[FactSpec, ...]
     func: Callable[[Any], Mapping[str, Any]]
     doc: str
+    scope: str = "trace"
 
 
 _REGISTRY: dict[str, Analyzer] = {}
 
 
-def analyzer(name: str, *, needs: Iterable[str] = (), provides: Iterable[FactSpec], stage: str = "framework"
-             ) -> Callable[[Callable[[Any], Mapping[str, Any]]], Callable[[Any], Mapping[str, Any]]]:
-    """Register a function as an analyzer of ``stage``."""
+def analyzer(name: str, *, needs: Iterable[str] = (), provides: Iterable[FactSpec], stage: str = "framework",
+             scope: str = "trace") -> Callable[[Callable[[Any], Mapping[str, Any]]], Callable[[Any], Mapping[str, Any]]]:
+    """Register a function as an analyzer of ``stage``, given a trace view or (``scope="ranks"``) a RankSet."""
+    if scope not in SCOPES:
+        raise ValueError(f"analyzer {name!r}: scope must be one of {', '.join(SCOPES)}, not {scope!r}")
 
     def register(func: Callable[[Any], Mapping[str, Any]]) -> Callable[[Any], Mapping[str, Any]]:
         if name in _REGISTRY:
             raise ValueError(f"analyzer {name!r} is registered twice")
         specs = tuple(provides)
         doc = (func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else ""
-        _REGISTRY[name] = Analyzer(name, stage, tuple(needs), specs, func, doc)
+        _REGISTRY[name] = Analyzer(name, stage, tuple(needs), specs, func, doc, scope)
         return func
 
     return register
@@ -57,9 +77,10 @@ def _load_builtin() -> None:
     from advisor.analyze import builtin  # noqa: F401
 
 
-def registered(stage: str | None = None) -> list[Analyzer]:
+def registered(stage: str | None = None, scope: str | None = None) -> list[Analyzer]:
     _load_builtin()
-    return [a for a in _REGISTRY.values() if stage is None or a.stage == stage]
+    return [a for a in _REGISTRY.values()
+            if (stage is None or a.stage == stage) and (scope is None or a.scope == scope)]
 
 
 def all_specs() -> dict[str, FactSpec]:
@@ -71,20 +92,22 @@ def all_specs() -> dict[str, FactSpec]:
     return out
 
 
-def run_analyzers(view: Any, stage: str = "framework", evidence: str = "",
+def run_analyzers(view: Any, stage: str = "framework", evidence: str = "", scope: str = "trace",
                   on_progress: Callable[[int, int], None] | None = None) -> Findings:
-    """Run every analyzer of ``stage`` over ``view``; skip, with the reason, those whose tables are missing.
+    """Run every analyzer of ``stage`` and ``scope`` over ``view`` (a TraceView, or a RankSet for
+    ``scope="ranks"``); skip, with the reason, those whose tables are missing.
 
     ``on_progress(done, total)`` is told, before each analyzer, how many have run.
     """
     findings = Findings()
-    analyzers = registered(stage)
+    what = "these traces do" if scope == "ranks" else "this trace does"
+    analyzers = registered(stage, scope)
     for done, a in enumerate(analyzers):
         if on_progress is not None:
             on_progress(done, len(analyzers))
         missing = [t for t in a.needs if not view.has(t)]
         if missing:
-            findings.skipped[a.name] = f"needs {', '.join(missing)}, which this trace does not have"
+            findings.skipped[a.name] = f"needs {', '.join(missing)}, which {what} not have"
             continue
         specs = {s.name: s for s in a.provides}
         for name, value in a.func(view).items():

@@ -14,6 +14,7 @@ PHASES = ("dataloader", "forward", "backward", "optimizer", "other")
 
 PROVIDES = (
     FactSpec("steps.count", "count", "number of analysed steps (complete ProfilerStep ranges)"),
+    FactSpec("steps.incomplete", "count", "steps left out because the script raised, exited or was stopped inside them"),
     FactSpec("steps.source", "text", "how steps were found: ProfilerStep ranges, or the whole trace as one window"),
     FactSpec("steps.method", "text", "how the collector recognised a step: optimizer, dataloader or time"),
     FactSpec("steps.time_ms", "ms", "mean wall time of a step"),
@@ -46,6 +47,7 @@ def step_split(view: TraceView) -> dict[str, Any]:
     out: dict[str, Any] = {
         "steps.count": n if view.profiler_steps_present else 0,
         "steps.source": "ProfilerStep ranges" if view.profiler_steps_present else "whole trace (no ProfilerStep ranges)",
+        "steps.incomplete": view.incomplete_steps,
         "steps.method": view.run_meta.get("step_method"),
         "steps.time_ms": mean,
         "steps.time_ms_min": min((r["time_ms"] for r in rows), default=0.0),

@@ -81,6 +81,8 @@ def system_osrt(view: SystemView) -> dict[str, Any]:
     """OS waits of the main thread and the workers, by call and phase."""
     calls = view.in_window(view.table("osrt"))
     calls = calls[(calls["nesting"] == 0) & (calls["tid"] > 0) & (calls["dur"] > 0)].copy()
+    if len(calls) == 0:  # (an empty column of names would be float, and .str would fail on it)
+        return {}
     calls["thread"] = [view.thread_name(p, t) for p, t in zip(calls["pid"], calls["tid"])]
     calls = calls[~calls["thread"].str.match(TOOL_THREADS)]
     if len(calls) == 0:

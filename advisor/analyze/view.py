@@ -5,8 +5,10 @@ and derives, once and lazily, what several analyzers need:
 
 ``steps``
     One row per analysed step: step, start, end, dur (int64 ns). The steps
-    are the ``ProfilerStep#N`` ranges on the main thread; a trace without
-    them is analysed as one window over all its host events.
+    are the ``ProfilerStep#N`` ranges on the main thread, less those the
+    collector marked as cut short (``advisor::partial_step``: the script
+    raised, exited or was stopped inside them); a trace without complete
+    steps is analysed as one window over all its host events.
 ``host``
     Host events (cpu_op, user_annotation, python_function, cuda_runtime,
     cuda_driver) with their nesting (parent, depth), op self time
@@ -39,7 +41,7 @@ import pandas as pd
 from advisor.analyze import intervals, names as by_name
 from advisor.analyze.source import is_user_frame, parse_module_name, parse_python_frame, parse_source_label
 from advisor.load.kineto import KinetoTrace
-from advisor.naming import SOURCE_PREFIX, STEP_PREFIX
+from advisor.naming import PARTIAL_STEP, SOURCE_PREFIX, STEP_PREFIX
 
 __all__ = ["HOST_CATS", "HOST_COLUMNS", "TraceView"]
 
@@ -154,14 +156,37 @@ class TraceView:
         return self.events[["name", "ts", "end", "tid"]].iloc[self._step_rows]
 
     @cached_property
+    def _complete_step_rows(self) -> np.ndarray:
+        """Rows of the main thread's ProfilerStep ranges, less those holding a :data:`PARTIAL_STEP` mark."""
+        e = self.events
+        rows = self._step_rows
+        rows = rows[e["tid"].to_numpy()[rows] == self.main_tid] if len(rows) else rows
+        if len(rows) == 0:
+            return rows
+        marks = np.flatnonzero((e["cat"] == "user_annotation").to_numpy()
+                               & by_name.where(e["name"], lambda name: name == PARTIAL_STEP))
+        if len(marks) == 0:
+            return rows
+        at = e["ts"].to_numpy()[marks]
+        starts, ends = e["ts"].to_numpy()[rows], e["end"].to_numpy()[rows]
+        cut = ((starts[:, None] <= at[None, :]) & (at[None, :] <= ends[:, None])).any(axis=1)
+        return rows[~cut]
+
+    @cached_property
     def profiler_steps_present(self) -> bool:
-        return len(self._step_rows) > 0
+        return len(self._complete_step_rows) > 0
+
+    @cached_property
+    def incomplete_steps(self) -> int:
+        """Step ranges on the main thread left out because the script never finished them."""
+        rows = self._step_rows
+        on_main = int((self.events["tid"].to_numpy()[rows] == self.main_tid).sum()) if len(rows) else 0
+        return on_main - len(self._complete_step_rows)
 
     @cached_property
     def steps(self) -> pd.DataFrame:
         e = self.events
-        rows = self._step_rows
-        rows = rows[e["tid"].to_numpy()[rows] == self.main_tid] if len(rows) else rows
+        rows = self._complete_step_rows
         if len(rows):
             out = pd.DataFrame({
                 "step": by_name.mapped(e["name"].iloc[rows], _step_number, "int64"),

@@ -33,11 +33,16 @@ def diagnose(
     steps: Annotated[StepMethod, typer.Option(
         "--steps", help="How a step is recognised: optimizer.step(), DataLoader batches, or a time window; "
                         "auto tries them in that order.")] = StepMethod.auto,
-    window_start: Annotated[float, typer.Option(min=0, help="Time window: seconds to wait before recording.")] = 10.0,
+    window_start: Annotated[float, typer.Option(
+        min=0, help="Time window: seconds before recording, counted from the script's start (--steps time) "
+                    "or from its first nn.Module call (auto).")] = 10.0,
     window: Annotated[float, typer.Option(min=0.1, help="Time window: seconds to record.")] = 5.0,
     run_to_end: Annotated[bool, typer.Option(help="Let the script run to its end after the profile is written.")] = False,
     timeout: Annotated[Optional[float], typer.Option(min=1, help="Stop the script after this many seconds, "
                                                                "keeping what was captured.")] = None,
+    nproc_per_node: Annotated[int, typer.Option(
+        "--nproc-per-node", min=1, help="Launch this many processes through torchrun (one trace per rank) "
+                                        "and compare the ranks.")] = 1,
     memory: Annotated[bool, typer.Option(help="Record memory allocations (profile_memory); adds overhead.")] = False,
     with_stack: Annotated[bool, typer.Option(help="Also record Python frames (torch.profiler with_stack).")] = False,
     source_lines: Annotated[bool, typer.Option(help="Label ops with the user's source line that called them.")] = True,
@@ -56,7 +61,8 @@ def diagnose(
 
     Example: advisor diagnose train.py -- --lr 0.1
     """
-    from advisor.runs import diagnose_script
+    from advisor.collect.framework import SUCCESS
+    from advisor.runs import diagnose_script, outcome_sentence
 
     cfg = CollectorConfig(
         script=str(script), wait=wait, warmup=warmup, active=active, step_method=steps.value,
@@ -64,11 +70,14 @@ def diagnose(
         with_stack=with_stack, source_lines=source_lines,
     )
     summary = diagnose_script(script, script_args or [], cfg, out=out, timeout_s=timeout, rule_dirs=rules,
-                              argv=list(sys.argv), workflow=workflow, escalate=escalate,
+                              nproc_per_node=nproc_per_node, argv=list(sys.argv), workflow=workflow,
+                              escalate=escalate,
                               progress=None if quiet else lambda m: err.print(f"advisor: {m}", style="dim"))
-    if summary.framework and summary.framework.outcome not in ("captured", "completed", "exited"):
-        err.print(f"advisor: the script {summary.framework.outcome}; "
-                  f"what was captured is in {summary.run.path}", style="yellow")
+    result = summary.framework
+    if result and result.outcome not in SUCCESS:
+        kept = {"complete": "the profile", "partial": "the profile captured until then"}.get(result.profile)
+        where = f"{kept} is in {summary.run.path}" if kept else f"nothing was profiled; see {summary.run.path}"
+        err.print(f"advisor: {outcome_sentence(result)}; {where}", style="yellow", soft_wrap=True)
     finish(summary, fail_on, quiet)
 
 

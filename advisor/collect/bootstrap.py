@@ -1,29 +1,54 @@
 """The child side of the framework collector: runs the user's script as ``__main__``.
 
-Started by :mod:`advisor.collect.framework` as ``python -c <stub> collector.json``.
-It makes the process look like ``python script.py args`` (``sys.argv``,
-``sys.path[0]``, ``__file__``, ``__name__``), attaches the step driver and
-the labels, and runs the script. It never edits the script.
+Started by :mod:`advisor.collect.framework` as ``python -c <stub> collector.json``
+(once per rank under torchrun), in the user's working directory. It makes
+the process look like ``python script.py args``:
 
-Outcomes, written to ``status.rank<R>.json`` beside the trace:
+- ``sys.argv`` is ``[script as typed, *args]``; ``__file__`` is the script's
+  path joined to the working directory, unnormalised, as CPython sets it;
+  ``sys.path[0]`` is the script's real directory (symlinks resolved);
+  ``__name__`` is ``"__main__"``;
+- the advisor package, when the parent had to add it to ``PYTHONPATH``, is
+  taken off ``sys.path`` and ``PYTHONPATH`` again before the script runs;
+- CUDA is never initialised here (the script may still set
+  ``CUDA_VISIBLE_DEVICES`` or fork).
+
+It attaches the step driver and the labels, runs the script, and never edits
+it. Outcomes, written to ``status.rank<R>.json`` beside the trace:
 
 - ``captured``: the active steps were recorded; the script is stopped
-  (``os._exit``) unless the config says to run to the end.
-- ``completed`` / ``exited``: the script returned or called ``sys.exit``.
-- ``error``: the script raised; its traceback is printed as Python would, and
-  whatever the active window had recorded is saved.
-- ``interrupted`` / ``timeout``: Ctrl-C, or SIGTERM from the parent's ``--timeout``.
+  (unless the config says to run to the end).
+- ``completed`` / ``exited``: the script returned, or called ``sys.exit(0)``.
+- ``error``: the script raised (or exited non-zero); its traceback is printed
+  as Python would, and whatever the active window had recorded is saved.
+- ``interrupted``: Ctrl-C (SIGINT, forwarded by the parent or by torchrun).
+- ``stopped``: SIGTERM, from the parent's ``--timeout`` or from torchrun
+  stopping the other ranks when one failed; the parent knows which.
+
+When the script ended by itself (completed, exited, error) the interpreter
+shuts down normally, so the script's ``atexit`` handlers and
+multiprocessing joins run as they would. When the collector stops it
+(captured, interrupted, stopped) it kills the script's multiprocessing
+children (DataLoader workers) and exits at once; in ``nvtx`` mode through C
+``exit()``, so that nsys and ncu flush the last NVTX ranges (``os._exit``
+loses them).
 """
 
 from __future__ import annotations
 
+import builtins
+import ctypes
+import importlib.machinery
 import json
 import os
 import runpy
 import signal
 import sys
 import time
+import tokenize
 import traceback
+import types
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +56,21 @@ from typing import Any
 from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import describe_environment
 from advisor.collect.labels import PhaseLabels
-from advisor.collect.source_marker import SourceMarker
-from advisor.collect.steps import KinetoBackend, NvtxBackend, StepDriver
+from advisor.collect.source_marker import SourceMarker, library_roots
+from advisor.collect.backends import KinetoBackend, NvtxBackend
+from advisor.collect.steps import StepDriver
 
-__all__ = ["main"]
+__all__ = ["BOOTSTRAP_PATH_ENV", "main"]
+
+#: set by the parent when it put the advisor package on PYTHONPATH for this child
+BOOTSTRAP_PATH_ENV = "ADVISOR_BOOTSTRAP_PATH"
+#: exit codes of the outcomes the collector causes (as a shell reports the signals)
+EXIT_INTERRUPTED = 130
+EXIT_STOPPED = 143
 
 
 class Stopped(BaseException):
-    """Raised in the main thread when the parent asks us to stop (``--timeout``)."""
+    """Raised in the main thread when SIGTERM asks the script to stop."""
 
 
 def _rank() -> int:
@@ -46,25 +78,28 @@ def _rank() -> int:
 
 
 class Child:
+    """One process running the script under the collector."""
+
     def __init__(self, config_path: str) -> None:
         self.cfg = CollectorConfig.read(Path(config_path))
         self.rank = _rank()
+        self.pid = os.getpid()
         self.out = Path(self.cfg.out_dir)
         self.trace_path = self.out / f"rank{self.rank}.pt.trace.json.gz"
         self.status_path = self.out / f"status.rank{self.rank}.json"
-        self.started = time.time()
-        self.driver: Any = None
-        self.status: dict[str, Any] = {"rank": self.rank, "pid": os.getpid()}
+        self.started = time.monotonic()
+        self.driver: StepDriver | None = None
+        self.status: dict[str, Any] = {"rank": self.rank, "pid": self.pid}
+        self.script_start: float | None = None
 
     # setup -------------------------------------------------------------------------
-    def attach(self) -> None:
-        self.status["environment"] = describe_environment()
+    def attach(self, script_dir: str) -> None:
         backend: Any
         if self.cfg.mode == "kineto":
             backend = KinetoBackend(self.cfg, str(self.trace_path))
         else:
             backend = NvtxBackend()
-        roots = [Path(r) for r in self.cfg.source_roots] or [Path(self.cfg.script).parent]
+        roots = [Path(r) for r in self.cfg.source_roots] or [Path(script_dir)]
         labels = PhaseLabels(nvtx=True)
         marker = None
         if self.cfg.source_lines and self.cfg.mode == "kineto":
@@ -72,11 +107,25 @@ class Child:
             # code belong to the phase's own call site, labelled by the phase hook.
             marker = SourceMarker(roots, direct_only=lambda: labels.current in ("dataloader", "optimizer"))
             labels.source = marker.caller_label
-        self.driver = StepDriver(self.cfg, backend, labels, marker, self._captured)
+        self.driver = StepDriver(self.cfg, backend, labels, marker, self._captured, started=self.started)
         self.driver.attach()
-        signal.signal(signal.SIGTERM, self._on_sigterm)
+        if self.cfg.mode == "kineto":
+            # In nvtx mode the outer tool (nsys, ncu) owns stopping and saving; and Nsight
+            # Systems 2022.4's OS-runtime tracing hangs at exit in a target that installs
+            # signal handlers or changes its signal mask, so that mode touches neither.
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        # Noted at once, so the parent can find (and clean up after) a rank that dies without a word.
+        self._save_status({**self.status, "outcome": "running"})
+
+    def _forked(self) -> bool:
+        """True in a process the script forked: it must behave as it would without us."""
+        return os.getpid() != self.pid
 
     def _on_sigterm(self, signum: int, frame: Any) -> None:
+        if self._forked():  # a DataLoader worker or the script's own fork: die as by default
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         raise Stopped()
 
     # outcomes ----------------------------------------------------------------------
@@ -85,21 +134,34 @@ class Child:
         if self.cfg.run_to_end:
             self._write_status("captured", None)
             return
-        self.finish("captured", 0)
+        self.finish("captured", 0, hard=True)
 
-    def finish(self, outcome: str, exit_code: int, error: dict[str, Any] | None = None) -> None:
-        saved = False
+    def finish(self, outcome: str, exit_code: int, error: dict[str, Any] | None = None, *, hard: bool) -> None:
+        """Save what was recorded, write the status, and end the process with ``exit_code``."""
+        if self.cfg.mode == "kineto":
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM now just ends us
         if self.driver is not None and not self.driver.done:
-            saved = self.driver.stop_early()
-        if outcome == "captured" or saved:
-            self.status["profile"] = "complete" if outcome == "captured" else "partial"
+            self.driver.stop_early()
         self._write_status(outcome, exit_code, error)
+        if hard:
+            self._hard_exit(exit_code)
+        raise SystemExit(exit_code)  # normal shutdown: the script's atexit handlers run
+
+    def _hard_exit(self, code: int) -> None:
+        import multiprocessing
+
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (OSError, ValueError):
                 pass
-        os._exit(exit_code)
+        # The script is stopped mid-run: its DataLoader workers would otherwise
+        # linger until they notice (up to 5 s), holding the tool's session open.
+        for child in multiprocessing.active_children():
+            child.kill()
+        if self.cfg.mode == "nvtx":
+            ctypes.CDLL(None).exit(code)
+        os._exit(code)
 
     def _write_status(self, outcome: str, exit_code: int | None, error: dict[str, Any] | None = None) -> None:
         d = self.driver
@@ -109,49 +171,112 @@ class Child:
             "step_method": d.method if d else None,
             "steps_seen": d.step if d else 0,
             "state": d.state if d else None,
-            "timings": {"wall_s": round(time.time() - self.started, 3), **(d.timings if d else {})},
+            # seconds since the collector started in this process: the script, its first step, the window
+            "timings": {"wall_s": round(time.monotonic() - self.started, 3), "script_start": self.script_start,
+                        **(d.timings if d else {})},
             "trace": self.trace_path.name if self.trace_path.exists() else None,
+            "environment": describe_environment(),
+            "threads_at_capture": d.capture_threads if d else None,
+            # what the window recorded: none, partial (the script ended inside it) or complete
+            "profile": d.recorded if d else "none",
         })
-        self.status.setdefault("profile", "complete" if outcome == "captured" else (
-            "partial" if self.trace_path.exists() else "none"))
         if error:
             self.status["error"] = error
+        self._save_status(self.status)
+
+    def _save_status(self, status: dict[str, Any]) -> None:
         tmp = self.status_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.status, indent=2, default=str))
+        tmp.write_text(json.dumps(status, indent=2, default=str))
         tmp.replace(self.status_path)
 
     # running the script ------------------------------------------------------------
     def run(self) -> None:
-        script = os.path.abspath(self.cfg.script)
-        sys.argv = [self.cfg.script, *self.cfg.args]
-        sys.path[0] = os.path.dirname(script)
+        given = self.cfg.script
+        path = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
+        script_dir = os.path.dirname(os.path.realpath(path))
+        sys.argv = [given, *self.cfg.args]
+        sys.path[0] = script_dir
         try:
-            self.attach()
-            runpy.run_path(script, run_name="__main__")
+            self.attach(script_dir)
+            _forget_bootstrap_path()
+            self.script_start = round(time.monotonic() - self.started, 6)
+            _run_as_main(path)
         except SystemExit as exc:
-            code = exc.code
-            if code is None:
-                code = 0
-            elif not isinstance(code, int):
-                print(code, file=sys.stderr)
-                code = 1
-            self.finish("exited" if code == 0 else "error", code,
-                        None if code == 0 else {"type": "SystemExit", "message": str(exc.code)})
+            if self._forked():
+                raise
+            code, message = _exit_code(exc)
+            error = None if code == 0 else {"type": "SystemExit", "message": message or str(code)}
+            self.finish("exited" if code == 0 else "error", code, error, hard=False)
         except KeyboardInterrupt:
-            self.finish("interrupted", 130)
+            if self._forked():
+                raise
+            self.finish("interrupted", EXIT_INTERRUPTED, hard=True)
         except Stopped:
-            self.finish("timeout", 124)
+            self.finish("stopped", EXIT_STOPPED, hard=True)
         except BaseException as exc:  # noqa: BLE001 - the user's exception, reported as Python would
-            error = _describe(exc, script)
-            _print_user_traceback(exc, script)
-            self.finish("error", 1, error)
+            if self._forked():
+                raise
+            _print_user_traceback(exc, path)
+            self.finish("error", 1, _describe(exc, path), hard=False)
         else:
-            self.finish("completed", 0)
+            if self._forked():
+                return
+            self.finish("completed", 0, hard=False)
+
+
+def _run_as_main(path: str) -> None:
+    """Execute the script in a fresh ``__main__`` module, with the globals ``python script.py`` gives it.
+
+    Not ``runpy.run_path``: it would set ``sys.argv[0]`` to the path and leave
+    ``__loader__`` None, ``__package__`` "" and ``__builtins__`` a dict, unlike
+    the interpreter. Zip applications and ``.pyc`` files still go through runpy.
+    """
+    if path.endswith((".pyc", ".pyz")) or zipfile.is_zipfile(path):
+        runpy.run_path(path, run_name="__main__")
+        return
+    main = types.ModuleType("__main__")
+    main.__dict__.update({
+        "__file__": path, "__cached__": None, "__package__": None, "__spec__": None,
+        "__loader__": importlib.machinery.SourceFileLoader("__main__", path), "__builtins__": builtins,
+    })
+    sys.modules["__main__"] = main  # pickling, multiprocessing spawn and `import __main__` find the script
+    with tokenize.open(path) as f:  # honours a coding cookie, as the interpreter does
+        source = f.read()
+    exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
+
+
+def _exit_code(exc: SystemExit) -> tuple[int, str | None]:
+    """The exit code ``sys.exit(arg)`` gives, printing a message as Python does."""
+    code = exc.code
+    if code is None:
+        return 0, None
+    if isinstance(code, int):
+        return code, None
+    print(code, file=sys.stderr)
+    return 1, str(code)
+
+
+def _forget_bootstrap_path() -> None:
+    """Take the advisor package back off the script's import path, where only we had put it."""
+    added = os.environ.pop(BOOTSTRAP_PATH_ENV, None)
+    if not added:
+        return
+    if added in sys.path:
+        sys.path.remove(added)
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != added]
+    if rest:
+        os.environ["PYTHONPATH"] = os.pathsep.join(rest)
+    else:
+        os.environ.pop("PYTHONPATH", None)
+
+
+def _same_file(a: str, b: str) -> bool:
+    return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b))
 
 
 def _user_frames(tb: Any, script: str) -> Any:
     """Drop the frames of this bootstrap and runpy, as ``python script.py`` would show none."""
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != script:
+    while tb is not None and not _same_file(tb.tb_frame.f_code.co_filename, script):
         tb = tb.tb_next
     return tb
 
@@ -159,11 +284,18 @@ def _user_frames(tb: Any, script: str) -> Any:
 def _print_user_traceback(exc: BaseException, script: str) -> None:
     tb = _user_frames(exc.__traceback__, script) or exc.__traceback__
     traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+    sys.stderr.flush()
 
 
 def _describe(exc: BaseException, script: str) -> dict[str, Any]:
+    """The exception and the innermost line of the user's own code it passed through."""
     frames = traceback.extract_tb(exc.__traceback__)
-    where = next((f for f in reversed(frames) if os.path.abspath(f.filename) == script), frames[-1] if frames else None)
+    libraries = library_roots()
+    user = [f for f in frames if not f.filename.startswith("<")
+            and not os.path.abspath(f.filename).startswith(libraries)]
+    where = user[-1] if user else next((f for f in reversed(frames) if _same_file(f.filename, script)), None)
+    if where is None and frames:
+        where = frames[-1]
     return {
         "type": type(exc).__name__,
         "message": str(exc),

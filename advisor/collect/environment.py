@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["describe_environment"]
+__all__ = ["describe_environment", "thread_settings"]
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
                 "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_DEBUG", "PYTORCH_CUDA_ALLOC_CONF")
@@ -26,26 +26,38 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _driver_version() -> str | None:
+def _nvidia_smi(query: str) -> list[list[str]]:
+    """Rows of ``nvidia-smi --query-gpu`` (empty when there is no NVIDIA driver)."""
     smi = shutil.which("nvidia-smi")
     if not smi:
-        return None
+        return []
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+            [smi, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
             capture_output=True, text=True, timeout=10, check=False,
         )
     except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+        return []
+    if out.returncode != 0:
+        return []
+    return [[cell.strip() for cell in line.split(",")] for line in out.stdout.strip().splitlines() if line.strip()]
 
 
-def describe_environment() -> dict[str, Any]:
-    """Versions, CPU/GPU models and thread settings of this process (imports torch)."""
+def _driver_version() -> str | None:
+    rows = _nvidia_smi("driver_version")
+    return rows[0][0] if rows and rows[0] else None
+
+
+def _gpus() -> list[dict[str, Any]]:
+    """The GPUs, from torch when the script has initialised CUDA, else from nvidia-smi.
+
+    The collector never initialises CUDA itself: a script may still set
+    ``CUDA_VISIBLE_DEVICES`` or fork workers before it does.
+    """
     import torch
 
-    gpus: list[dict[str, Any]] = []
-    if torch.cuda.is_available():
+    if torch.cuda.is_initialized():
+        gpus = []
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
             gpus.append({
@@ -55,6 +67,28 @@ def describe_environment() -> dict[str, Any]:
                 "compute_capability": f"{props.major}.{props.minor}",
                 "multiprocessors": int(props.multi_processor_count),
             })
+        return gpus
+    return [
+        {"index": int(row[0]), "name": row[1], "memory_bytes": int(float(row[2]) * 2**20)}
+        for row in _nvidia_smi("index,name,memory.total") if len(row) >= 3 and row[0].isdigit()
+    ]
+
+
+def thread_settings() -> dict[str, Any]:
+    """torch's thread pools and the variables that size them, as this process has them now."""
+    import torch
+
+    return {
+        "torch_num_threads": torch.get_num_threads(),
+        "torch_num_interop_threads": torch.get_num_interop_threads(),
+        **{var: os.environ.get(var) for var in _THREAD_VARS if os.environ.get(var) is not None},
+    }
+
+
+def describe_environment() -> dict[str, Any]:
+    """Versions, CPU/GPU models and thread settings of this process (imports torch, never initialises CUDA)."""
+    import torch
+
     return {
         "python": platform.python_version(),
         "python_executable": sys.executable,
@@ -67,10 +101,6 @@ def describe_environment() -> dict[str, Any]:
         "driver": _driver_version(),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
-        "gpus": gpus,
-        "threads": {
-            "torch_num_threads": torch.get_num_threads(),
-            "torch_num_interop_threads": torch.get_num_interop_threads(),
-            **{var: os.environ.get(var) for var in _THREAD_VARS if os.environ.get(var) is not None},
-        },
+        "gpus": _gpus(),
+        "threads": thread_settings(),
     }

@@ -1,10 +1,19 @@
 """The framework collector, parent side: run the user's script under torch.profiler.
 
-The script runs unmodified in a child process (see :mod:`advisor.collect.bootstrap`)
-in its own session, with the user's working directory and environment, and its
-output goes straight to the terminal. This side only starts it, enforces
-``--timeout``, forwards Ctrl-C, and gathers what the child left in the stage
-folder. It never interprets the trace.
+The script runs unmodified in a child process (see :mod:`advisor.collect.bootstrap`),
+directly or once per rank through torchrun, in its own session, in the user's
+working directory and environment; its output goes straight to the terminal.
+This side only starts it, enforces ``--timeout`` (SIGTERM, then SIGKILL after
+a grace period), forwards Ctrl-C (SIGINT) and its own SIGTERM, cleans up what a stopped script
+left running, and gathers the ``status.rank<R>.json`` and
+``rank<R>.pt.trace.json.gz`` files the child wrote into the stage folder. It
+never interprets a trace.
+
+Outcomes of the whole run (one word, in ``run.json``): ``captured``,
+``completed``, ``exited`` (all success), ``error``, ``timeout``,
+``interrupted``, ``terminated`` (SIGTERM from someone else, e.g. torchrun
+stopping the other ranks), ``crashed`` (a process ended without a status:
+killed, or a native crash).
 """
 
 from __future__ import annotations
@@ -19,13 +28,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from advisor.collect.bootstrap import BOOTSTRAP_PATH_ENV, EXIT_INTERRUPTED, EXIT_STOPPED
 from advisor.collect.config import CollectorConfig
 from advisor.errors import UsageError
 
-__all__ = ["FrameworkResult", "child_command", "run_framework"]
+__all__ = ["FrameworkResult", "SUCCESS", "child_command", "run_framework"]
 
 #: How long a stopped script gets to write what it captured before it is killed.
 GRACE_S = 60.0
+EXIT_TIMEOUT = 124
+#: outcomes that mean the script did what it should
+SUCCESS = ("captured", "completed", "exited")
+#: worst first: the outcome of a multi-rank run is that of its worst rank
+_SEVERITY = ("error", "crashed", "timeout", "interrupted", "terminated", "captured", "exited", "completed")
 
 _STUB = "import sys; from advisor.collect.bootstrap import main; main(sys.argv[1])"
 
@@ -41,6 +56,8 @@ class FrameworkResult:
     statuses: list[dict[str, Any]] = field(default_factory=list)
     wall_s: float = 0.0
     command: list[str] = field(default_factory=list)
+    #: "timeout", "interrupted" or "terminated" when this side stopped the script
+    stopped_by: str | None = None
 
     @property
     def step_method(self) -> str | None:
@@ -49,6 +66,21 @@ class FrameworkResult:
     @property
     def error(self) -> dict[str, Any] | None:
         return next((s["error"] for s in self.statuses if s.get("error")), None)
+
+    @property
+    def profile(self) -> str:
+        """What the profiled window recorded, over all ranks: complete, partial or none."""
+        recorded = [s.get("profile", "none") for s in self.statuses]
+        for level in ("partial", "complete"):
+            if level in recorded:
+                return level
+        return "none"
+
+    def rank_summary(self) -> list[dict[str, Any]]:
+        """One line per rank for run.json: outcome, exit code, steps, threads."""
+        keys = ("rank", "pid", "outcome", "exit_code", "profile", "step_method", "steps_seen", "trace",
+                "threads_at_capture", "timings")
+        return [{k: s.get(k) for k in keys} for s in self.statuses]
 
 
 def check_script(script: Path) -> Path:
@@ -73,18 +105,24 @@ def child_command(config_path: Path, nproc_per_node: int = 1) -> list[str]:
     return [sys.executable, "-c", _STUB, str(config_path)]
 
 
-def _child_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
+    """The user's environment, plus the advisor package on PYTHONPATH where Python would not find it.
+
+    When the path had to be added, the bootstrap takes it off again before the
+    script runs (``BOOTSTRAP_PATH_ENV`` names it), so the script sees the
+    import path it would see without us.
+    """
     env = dict(os.environ)
-    # The child imports advisor from wherever this process did, installed or not.
     root = str(Path(__file__).resolve().parents[2])
     paths = env.get("PYTHONPATH", "").split(os.pathsep) if env.get("PYTHONPATH") else []
-    if root not in paths and not _installed(root):
+    if root not in paths and not _importable_without(root):
         env["PYTHONPATH"] = os.pathsep.join([root, *paths])
-    env.setdefault("PYTHONUNBUFFERED", "1")
+        env[BOOTSTRAP_PATH_ENV] = root
     return env
 
 
-def _installed(root: str) -> bool:
+def _importable_without(root: str) -> bool:
+    """Whether a fresh interpreter finds this advisor package without help (installed in site-packages)."""
     import site
 
     dirs = {*site.getsitepackages(), site.getusersitepackages()}
@@ -94,13 +132,14 @@ def _installed(root: str) -> bool:
 def run_framework(cfg: CollectorConfig, stage_dir: Path, timeout_s: float | None = None,
                   nproc_per_node: int = 1) -> FrameworkResult:
     """Run the script under the collector; return when it has stopped, whatever the reason."""
-    cfg.out_dir = str(stage_dir)
+    cfg.out_dir = str(stage_dir.resolve())
     config_path = stage_dir / "collector.json"
     config_path.write_text(cfg.to_json())
-    cmd = child_command(config_path, nproc_per_node)
+    cmd = child_command(config_path.resolve(), nproc_per_node)
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, env=_child_env(), start_new_session=True)
+    proc = subprocess.Popen(cmd, env=child_env(), start_new_session=True)
     stopped_by: str | None = None
+    previous = _catch_sigterm()
     try:
         rc = proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -109,14 +148,41 @@ def run_framework(cfg: CollectorConfig, stage_dir: Path, timeout_s: float | None
     except KeyboardInterrupt:
         stopped_by = "interrupted"
         rc = _stop(proc, signal.SIGINT)
+    except _Terminated:
+        stopped_by = "terminated"
+        rc = _stop(proc, signal.SIGTERM)
     finally:
-        _kill_group(proc)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     wall = time.monotonic() - started
     statuses = _read_statuses(stage_dir)
+    statuses += _missing_ranks(statuses, nproc_per_node)
+    if stopped_by or any(s.get("outcome") not in ("completed", "exited", "error") for s in statuses):
+        # The collector stopped the script, or a process died: remove what it left running
+        # (DataLoader workers, ranks in their own sessions under torchrun).
+        _kill_leftovers(proc, statuses)
     traces = sorted(stage_dir.glob("rank*.pt.trace.json.gz"), key=_rank_of)
-    outcome = _outcome(rc, statuses, stopped_by)
+    outcome = _outcome(statuses, stopped_by)
     exit_code = _exit_code(rc, outcome, statuses)
-    return FrameworkResult(outcome, exit_code, stage_dir, traces, statuses, round(wall, 3), cmd)
+    return FrameworkResult(outcome, exit_code, stage_dir, traces, statuses, round(wall, 3), cmd, stopped_by)
+
+
+class _Terminated(Exception):
+    """This process got SIGTERM (a CI job cancelled, ``timeout`` around advisor) while the script ran."""
+
+
+def _catch_sigterm() -> Any:
+    """Turn SIGTERM into :class:`_Terminated` while we wait, so the script (in its own session) is
+    stopped and saved rather than left running. Returns the previous handler (None off the main thread)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def raise_terminated(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    return signal.signal(signal.SIGTERM, raise_terminated)
 
 
 def _stop(proc: subprocess.Popen[Any], sig: int) -> int:
@@ -128,20 +194,42 @@ def _stop(proc: subprocess.Popen[Any], sig: int) -> int:
     try:
         return proc.wait(timeout=GRACE_S)
     except (subprocess.TimeoutExpired, KeyboardInterrupt):
-        _kill_group(proc)
+        _killpg(proc.pid)
         return proc.wait()
 
 
-def _kill_group(proc: subprocess.Popen[Any]) -> None:
-    """Remove what the script left running (DataLoader workers, torchrun ranks)."""
+def _killpg(pgid: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
 
+def _kill_leftovers(proc: subprocess.Popen[Any], statuses: list[dict[str, Any]]) -> None:
+    """Kill the child's process group, and each rank's (torchrun starts ranks in their own sessions)."""
+    _killpg(proc.pid)
+    for status in statuses:
+        pid = status.get("pid")
+        if isinstance(pid, int) and pid != proc.pid and _is_group_leader(pid):
+            _killpg(pid)
+
+
+def _is_group_leader(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 def _rank_of(path: Path) -> int:
-    digits = "".join(ch for ch in path.name.split(".")[0] if ch.isdigit())
+    """``rank3.pt.trace.json.gz`` and ``status.rank3.json`` -> 3."""
+    name = path.name
+    at = name.find("rank")
+    digits = ""
+    for ch in name[at + 4:] if at >= 0 else "":
+        if not ch.isdigit():
+            break
+        digits += ch
     return int(digits) if digits else 0
 
 
@@ -151,32 +239,48 @@ def _read_statuses(stage_dir: Path) -> list[dict[str, Any]]:
         try:
             out.append(json.loads(path.read_text()))
         except (OSError, json.JSONDecodeError):
-            continue
+            out.append({"rank": _rank_of(path), "outcome": "crashed", "profile": "none",
+                        "error": {"type": "status", "message": f"{path.name} could not be read"}})
     return out
 
 
-def _outcome(rc: int, statuses: list[dict[str, Any]], stopped_by: str | None) -> str:
+def _missing_ranks(statuses: list[dict[str, Any]], nproc: int) -> list[dict[str, Any]]:
+    """A rank that left no status ended before the collector could write one (killed, native crash)."""
+    seen = {s.get("rank") for s in statuses}
+    return [{"rank": r, "outcome": "crashed", "profile": "none", "steps_seen": 0}
+            for r in range(nproc) if r not in seen]
+
+
+def _outcome(statuses: list[dict[str, Any]], stopped_by: str | None) -> str:
+    """One outcome for the run: the parent's reason to stop, else the worst rank's outcome."""
     if stopped_by:
         return stopped_by
-    outcomes = [s.get("outcome") for s in statuses]
-    for bad in ("error", "timeout", "interrupted"):
-        if bad in outcomes:
-            return bad
-    if not statuses:
-        return "crashed" if rc != 0 else "completed"
-    if "captured" in outcomes:
-        return "captured"
-    return outcomes[0] or ("completed" if rc == 0 else "error")
+    outcomes = {_rank_outcome(s.get("outcome")) for s in statuses}
+    if not outcomes:
+        return "crashed"
+    return min(outcomes, key=lambda o: _SEVERITY.index(o) if o in _SEVERITY else 0)
+
+
+def _rank_outcome(outcome: Any) -> str:
+    # A rank that got SIGTERM from someone other than this process (torchrun, after
+    # another rank failed; the OOM handling of a cluster) was terminated.
+    if outcome == "stopped":
+        return "terminated"
+    if outcome in _SEVERITY:
+        return str(outcome)
+    return "crashed"  # "running": the process ended after its start was noted, without a status
 
 
 def _exit_code(rc: int, outcome: str, statuses: list[dict[str, Any]]) -> int:
-    if outcome in ("captured", "completed", "exited"):
+    if outcome in SUCCESS:
         return 0
     if outcome == "timeout":
-        return 124
+        return EXIT_TIMEOUT
     if outcome == "interrupted":
-        return 130
-    codes = [s.get("exit_code") for s in statuses if s.get("exit_code")]
+        return EXIT_INTERRUPTED
+    if outcome == "terminated" and not any(s.get("exit_code") for s in statuses):
+        return EXIT_STOPPED
+    codes = [s.get("exit_code") for s in statuses if s.get("outcome") == outcome and s.get("exit_code")]
     if codes:
         return int(codes[0])
     return rc if rc > 0 else (128 - rc if rc < 0 else 1)

@@ -1,7 +1,7 @@
 """The system-stage collector: the same script, with the same arguments, under ``nsys profile``.
 
 The script runs through the framework collector's bootstrap in ``nvtx`` mode
-(:class:`~advisor.collect.steps.NvtxBackend`): no torch.profiler (CUPTI
+(:class:`~advisor.collect.backends.NvtxBackend`): no torch.profiler (CUPTI
 cannot serve both), the same step detection and schedule as the framework
 run, every phase as an NVTX range (``advisor::forward``, ...), each step as
 ``ProfilerStep#N``, and the active steps inside one ``advisor::capture``
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.collect.config import CollectorConfig
-from advisor.collect.framework import _child_env, child_command  # the same child, run under nsys
+from advisor.collect.framework import child_command, child_env  # the same child, run under nsys
 from advisor.tools.nsys import NsysTool, export_sqlite, find_nsys, import_qdstrm
 from advisor.errors import CollectError, ToolMissingError
 from advisor.naming import CAPTURE_RANGE
@@ -127,7 +127,7 @@ def manual_command(cfg: CollectorConfig, stage_dir: Path, run_dir: Path, cuda: b
     nsys = tool or NsysTool(Path("nsys"), "", frozenset())
     cmd, _ = nsys_command(nsys, config_path, stage_dir / REPORT, cuda, nproc_per_node)
     env = dict(NVTX_ENV)
-    pythonpath = _child_env().get("PYTHONPATH")
+    pythonpath = child_env().get("PYTHONPATH")
     if pythonpath and pythonpath != os.environ.get("PYTHONPATH"):
         env["PYTHONPATH"] = pythonpath
     report = stage_dir / f"{REPORT}.nsys-rep"
@@ -143,7 +143,7 @@ def run_nsys(cfg: CollectorConfig, stage_dir: Path, *, cuda: bool, timeout_s: fl
     config_path.write_text(cfg.to_json())
     out_base = stage_dir / REPORT
     cmd, notes = nsys_command(tool, config_path, out_base, cuda, nproc_per_node)
-    env = {**_child_env(), **NVTX_ENV}
+    env = {**child_env(), **NVTX_ENV}
     log = stage_dir / LOG
     line = shell_line(cmd, NVTX_ENV)
     if progress:

@@ -33,7 +33,7 @@ from torch.overrides import TorchFunctionMode
 from advisor.collect.labels import fast_range
 from advisor.naming import source_label
 
-__all__ = ["SourceMarker"]
+__all__ = ["SourceMarker", "library_roots"]
 
 _MAX_WALK = 64
 # Metadata queries make no op; labelling them would only bloat the trace.
@@ -43,7 +43,8 @@ _SKIP = frozenset(
 )
 
 
-def _library_roots() -> tuple[str, ...]:
+def library_roots() -> tuple[str, ...]:
+    """Folders whose code is never the user's: the standard library, site-packages, torch, advisor."""
     paths = sysconfig.get_paths()
     roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     roots.add(str(Path(__file__).resolve().parents[1]))  # advisor itself
@@ -58,7 +59,7 @@ class SourceMarker(TorchFunctionMode):
         super().__init__()
         self.direct_only = direct_only
         self.roots = [str(r.resolve()) for r in roots]
-        self.libraries = _library_roots()
+        self.libraries = library_roots()
         self.enabled = False
         self._display: dict[CodeType, str | None] = {}
         self._on_stack = False

@@ -7,39 +7,45 @@ A *step* is recognised, in this order of preference:
    only that lead optimizer advances the step.
 2. ``dataloader``: the start of each DataLoader batch, when no optimizer has
    stepped (inference, hand-written updates).
-3. ``time``: a window of ``window_s`` seconds that opens ``window_start_s``
-   seconds after the first model call, when neither of the above is seen.
+3. ``time``: a window of ``window_s`` seconds. With ``--steps time`` it opens
+   ``window_start_s`` seconds after the script starts; in ``auto`` mode,
+   ``window_start_s`` after the first nn.Module call, if neither of the above
+   was seen by then. (Not after the script's start: a long set-up before the
+   first optimizer step would be recorded instead of training.) A script
+   that calls no nn.Module needs ``--steps time``.
 
 The schedule is torch.profiler's: ``wait`` steps are skipped, ``warmup``
 steps run with the profiler prepared and the labels on, ``active`` steps are
 recorded. When the last active step ends the backend writes its output and
-the driver calls ``on_done`` (which normally stops the script).
+the driver calls ``on_done`` (which normally stops the script). When the
+script ends inside the window, :meth:`StepDriver.stop_early` keeps what was
+recorded and marks the unfinished step with :data:`advisor.naming.PARTIAL_STEP`.
+The backends that record are in :mod:`advisor.collect.backends`.
+
+Outside the window the driver costs a few Python calls per step (the
+optimizer's step pre/post hooks and the DataLoader ``__next__`` wrapper),
+about 5 us; nothing else is hooked (``bench/collector_overhead.py``).
 """
 
 from __future__ import annotations
 
+import _thread
 import signal
+import threading
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import torch
 
+from advisor.collect.backends import Backend
 from advisor.collect.config import CollectorConfig
+from advisor.collect.environment import thread_settings
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next
 from advisor.collect.source_marker import SourceMarker
-from advisor.naming import CAPTURE_RANGE, STEP_PREFIX
 
-__all__ = ["Backend", "KinetoBackend", "NvtxBackend", "StepDriver"]
-
-
-class Backend(Protocol):
-    """What records the active steps: the Kineto profiler, or NVTX marks for nsys/ncu."""
-
-    def prepare(self) -> None: ...
-    def start(self, step: int) -> None: ...
-    def next_step(self, step: int) -> None: ...
-    def stop(self) -> None: ...
+__all__ = ["StepDriver"]
 
 
 class StepDriver:
@@ -52,6 +58,7 @@ class StepDriver:
         labels: PhaseLabels,
         marker: SourceMarker | None,
         on_done: Callable[[], None],
+        started: float | None = None,
     ) -> None:
         self.cfg = cfg
         self.backend = backend
@@ -61,14 +68,19 @@ class StepDriver:
         self.method: str | None = None if cfg.step_method == "auto" else cfg.step_method
         self.step = 0
         self.state = "wait"
-        self.started = time.monotonic()
+        #: time.monotonic() when the process started; timings are relative to it
+        self.started = time.monotonic() if started is None else started
         self.first_model_call: float | None = None
         self.window_end: float | None = None
         self.timings: dict[str, float] = {}
+        #: torch threads and OMP_NUM_THREADS when the recording began (scripts often set them)
+        self.capture_threads: dict[str, Any] | None = None
+        #: what the backend recorded: "none", "partial" (the script ended inside the window) or "complete"
+        self.recorded = "none"
         self._lead_optimizer: int | None = None
         self._batches = 0
         self._undo: list[Callable[[], None]] = []
-        self._probe: Any = None
+        self._clock: _WindowClock | None = None
 
     # lifecycle -------------------------------------------------------------------
     def attach(self) -> None:
@@ -78,7 +90,8 @@ class StepDriver:
         self._undo.append(optim_module.register_optimizer_step_post_hook(self._optimizer_post).remove)
         self._undo.append(patch_dataloader_next(self._dataloader_next, lambda: self.labels))
         if self.method in (None, "time"):
-            self._attach_time_probe()
+            self._clock = _WindowClock(self, timer=self.method == "time")
+            self._clock.start()
         if self.method != "time":
             self._enter(self._state_of(0))
 
@@ -86,7 +99,7 @@ class StepDriver:
         for undo in reversed(self._undo):
             undo()
         self._undo = []
-        self._detach_time_probe()
+        self._stop_clock()
         self._instrument(False)
 
     @property
@@ -99,8 +112,11 @@ class StepDriver:
 
     def stop_early(self) -> bool:
         """The script ended or failed: keep what the active window has so far. True if saved."""
+        self._stop_clock()
         if self.state == "active":
-            self.backend.stop()
+            with _signals_held(self.cfg.mode == "kineto"):
+                self.backend.stop(complete=False)
+            self.recorded = "partial"
             self.timings["capture_end"] = self._now()
             self.state = "done"
             self._instrument(False)
@@ -120,7 +136,7 @@ class StepDriver:
             return
         if self.method != "optimizer":
             self.method = "optimizer"
-            self._detach_time_probe()
+            self._stop_clock()
         self._boundary()
 
     def _dataloader_next(self) -> None:
@@ -130,8 +146,8 @@ class StepDriver:
         if self._batches == 1:  # the first batch opens step 0; it is not a boundary
             if self.method is None:
                 self.method = "dataloader"
-                self._detach_time_probe()
-            self.timings.setdefault("first_step", self._now())
+                self._stop_clock()
+            self._note_first_step()
             return
         self._boundary()
 
@@ -147,10 +163,11 @@ class StepDriver:
         return "done"
 
     def _boundary(self) -> None:
+        self.step += 1  # counted after the window too, for the run's metadata (--run-to-end)
         if self.state == "done":
             return
-        self.timings.setdefault("first_step", self._now())
-        self.step += 1
+        if self.step == 1:
+            self._note_first_step()
         new = self._state_of(self.step)
         if new == self.state:
             if new == "active":
@@ -165,11 +182,15 @@ class StepDriver:
             self.backend.prepare()
             self.timings["warmup_start"] = self._now()
         if new == "active":
+            self.capture_threads = thread_settings()
             self.backend.start(self.step)
             self.timings["capture_start"] = self._now()
         if new == "done":
+            self._stop_clock()
             if old == "active":
-                self.backend.stop()
+                with _signals_held(self.cfg.mode == "kineto"):
+                    self.backend.stop()
+                self.recorded = "complete"
                 self.timings["capture_end"] = self._now()
             self._instrument(False)
             self.on_done()
@@ -187,140 +208,136 @@ class StepDriver:
             self.labels.remove()
 
     # the time window ------------------------------------------------------------
-    def _attach_time_probe(self) -> None:
-        from torch.nn.modules import module as nn_module
+    def window_due_at(self) -> float | None:
+        """When the time window should next open or close (time.monotonic()), or None (read-only; any thread)."""
+        if self.method not in (None, "time") or self.state == "done":
+            return None
+        if self.window_end is not None:
+            return self.window_end
+        origin = self.started if self.method == "time" else self.first_model_call
+        return None if origin is None else origin + self.cfg.window_start_s
 
-        self._probe = nn_module.register_module_forward_pre_hook(self._time_probe)
-        if self.method == "time" and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None):
-            # Scripts that call no nn.Module still get a clock tick on the main thread.
-            signal.signal(signal.SIGALRM, lambda *_: self._poll_time())
-            signal.setitimer(signal.ITIMER_REAL, 0.25, 0.25)
+    def window_due(self, now: float) -> bool:
+        due = self.window_due_at()
+        return due is not None and now >= due
 
-    def _detach_time_probe(self) -> None:
-        if self._probe is not None:
-            self._probe.remove()
-            self._probe = None
-        if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
-            signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    def poll_time(self) -> None:
+        """Open or close the time window when it is due (main thread only)."""
+        now = time.monotonic()
+        if not self.window_due(now):
+            return
+        if self.window_end is None:
+            self.method = "time"
+            self.window_end = float("inf")  # opening: preparing the profiler can take a second
+            self._note_first_step()
+            if self.state == "wait":
+                self._enter("warmup")
+            if self.state == "warmup":
+                self._enter("active")
+            self.window_end = time.monotonic() + self.cfg.window_s  # window_s of recording
+        else:
+            self._enter("done")
 
-    def _time_probe(self, module: torch.nn.Module, args: Any) -> None:
+    def model_called(self) -> None:
         if self.first_model_call is None:
             self.first_model_call = time.monotonic()
-        self._poll_time()
 
-    def _poll_time(self) -> None:
-        if self.method not in (None, "time") or self.state == "done":
-            return
-        now = time.monotonic()
-        origin = self.started if self.method == "time" else self.first_model_call
-        if self.window_end is None:
-            if origin is not None and now - origin >= self.cfg.window_start_s:
-                self.method = "time"
-                self.window_end = now + self.cfg.window_s
-                if self.state == "wait":
-                    self._enter("warmup")
-                if self.state == "warmup":
-                    self._enter("active")
-        elif now >= self.window_end:
-            self._detach_time_probe()
-            self._enter("done")
+    def _stop_clock(self) -> None:
+        if self._clock is not None:
+            self._clock.stop()
+            self._clock = None
+
+    def _note_first_step(self) -> None:
+        # Only once: reading the clock is the dearest thing a step hook would do (microseconds on VMs).
+        if "first_step" not in self.timings:
+            self.timings["first_step"] = self._now()
 
     def _now(self) -> float:
         return round(time.monotonic() - self.started, 6)
 
 
-class KinetoBackend:
-    """Records the active steps with torch.profiler and writes a gzipped Kineto trace."""
+@contextmanager
+def _signals_held(hold: bool = True) -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while the recording is written, so a stop cannot cut the file short.
 
-    def __init__(self, cfg: CollectorConfig, trace_path: str) -> None:
-        from torch.profiler import ProfilerActivity, profile
-
-        activities = [ProfilerActivity.CPU]
-        experimental = None
-        if torch.cuda.is_available():
-            activities.append(ProfilerActivity.CUDA)
-            experimental = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
-        self.trace_path = trace_path
-        self.saved = False
-        self._step_range: Any = None
-        self.prof = profile(
-            activities=activities,
-            record_shapes=cfg.record_shapes,
-            profile_memory=cfg.profile_memory,
-            with_stack=cfg.with_stack,
-            experimental_config=experimental,
-        )
-
-    def prepare(self) -> None:
-        self.prof.prepare_trace()
-
-    def start(self, step: int) -> None:
-        self.prof.start_trace()
-        self._open_step(step)
-
-    def next_step(self, step: int) -> None:
-        self._close_step()
-        self._open_step(step)
-
-    def stop(self) -> None:
-        self._close_step()
-        self.prof.stop_trace()
-        self.prof.export_chrome_trace(self.trace_path)
-        self.saved = True
-
-    def _open_step(self, step: int) -> None:
-        # The same name torch.profiler.profile.step() uses, so every tool reads our steps.
-        self._step_range = torch.autograd.profiler.record_function(f"{STEP_PREFIX}{step}")
-        self._step_range.__enter__()
-
-    def _close_step(self) -> None:
-        if self._step_range is not None:
-            self._step_range.__exit__(None, None, None)
-            self._step_range = None
+    Not in nvtx mode (``hold=False``): there is no file of ours to protect, and
+    Nsight Systems 2022.4 hangs at exit in a target that changes its signal mask.
+    """
+    if not hold or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
-class NvtxBackend:
-    """Marks the active steps for an outer tool (nsys, ncu) instead of recording them.
+class _WindowClock:
+    """Opens and closes the time window.
 
-    The whole active window is one NVTX range named :data:`CAPTURE_RANGE`, the
-    capture range that nsys (``--capture-range=nvtx``) and ncu
-    (``--nvtx-include``) are pointed at; each step inside it is a
-    ``ProfilerStep#N`` range, as in the Kineto trace. On a GPU the window is
-    also bracketed by ``cudaProfilerStart``/``Stop``, for tools that cannot
-    see the NVTX range (``--capture-range=cudaProfilerApi``).
+    A global nn.Module pre-hook notes the first model call and polls the
+    clock on every module call; that is enough in ``auto`` mode, where the
+    window is measured from the first model call. With ``--steps time``
+    (``timer=True``) a daemon thread also sleeps until the window is due and
+    then asks the main thread to act through
+    ``_thread.interrupt_main(SIGALRM)``: that runs our handler at the main
+    thread's next bytecode *without* sending a real signal, so no system
+    call of the script is interrupted (torch.profiler must be started and
+    stopped from the main thread). The thread sleeps in long, exact waits:
+    Nsight Systems' OS-runtime tracing hangs at exit after a thread that
+    polls (thousands of short timed waits).
     """
 
-    def __init__(self) -> None:
-        from advisor.collect.labels import Range
+    RETRY_S = 0.5
 
-        self._range_type = Range
-        self._capture: Any = None
-        self._step: Any = None
+    def __init__(self, driver: StepDriver, timer: bool) -> None:
+        self.driver = driver
+        self.timer = timer
+        self._stopped = threading.Event()
+        self._probe: Any = None
+        self._handler_installed = False
 
-    def prepare(self) -> None:
-        pass
+    def start(self) -> None:
+        from torch.nn.modules import module as nn_module
 
-    def start(self, step: int) -> None:
-        if torch.cuda.is_available():  # the other capture range nsys can use (--capture-range=cudaProfilerApi)
-            torch.cuda.profiler.start()
-        self._capture = self._range_type(CAPTURE_RANGE)
-        self._capture.open()
-        self.next_step(step)
-
-    def next_step(self, step: int) -> None:
-        if self._step is not None:
-            self._step.close()
-        self._step = self._range_type(f"{STEP_PREFIX}{step}")
-        self._step.open()
+        self._probe = nn_module.register_module_forward_pre_hook(self._on_model_call)
+        if not self.timer or self.driver.cfg.mode != "kineto":
+            # In nvtx mode no signal handler (see _signals_held): module calls drive the window.
+            return
+        if signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGALRM, self._on_alarm)
+            self._handler_installed = True
+        threading.Thread(target=self._run, name="advisor-window-clock", daemon=True).start()
 
     def stop(self) -> None:
-        if self._step is not None:
-            self._step.close()
-            self._step = None
-        if self._capture is not None:
-            self._capture.close()
-            self._capture = None
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-            torch.cuda.profiler.stop()
+        """Stop watching (main thread): remove the probe and our handler."""
+        self._stopped.set()
+        if self._probe is not None:
+            self._probe.remove()
+            self._probe = None
+        if self._handler_installed and signal.getsignal(signal.SIGALRM) == self._on_alarm:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        self._handler_installed = False
 
+    def _on_model_call(self, module: torch.nn.Module, args: Any) -> None:
+        self.driver.model_called()
+        self.driver.poll_time()
+
+    def _on_alarm(self, signum: int, frame: Any) -> None:
+        if not self._stopped.is_set():
+            self.driver.poll_time()
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            due = self.driver.window_due_at()
+            if due is None:
+                return
+            wait = due - time.monotonic()
+            if wait > 0:
+                self._stopped.wait(wait)
+                continue
+            if signal.getsignal(signal.SIGALRM) == self._on_alarm:
+                _thread.interrupt_main(signal.SIGALRM)
+            # The main thread acts at its next bytecode; if it is inside a long C call, ask again later.
+            self._stopped.wait(self.RETRY_S)

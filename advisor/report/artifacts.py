@@ -96,7 +96,8 @@ def environment(meta: Mapping[str, Any]) -> list[tuple[str, str]]:
     if gpus:
         names = [g.get("name", str(g)) if isinstance(g, Mapping) else str(g) for g in gpus]
         rows.append(("GPUs", ", ".join(names)))
-    threads = env.get("threads") or {}
+    # The threads when the recording began: scripts often set them after start-up.
+    threads = meta.get("threads_at_capture") or env.get("threads") or {}
     if isinstance(threads, Mapping) and threads:
         rows.append(("Threads", ", ".join(f"{k} {v}" for k, v in threads.items())))
     return rows

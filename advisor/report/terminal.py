@@ -28,6 +28,8 @@ def _phase_tree(facts: dict[str, Any]) -> Tree | None:
         return None
     count = facts.get("steps.count") or 0
     label = f"step {fmt_ms(step)}" + (f" (mean of {count})" if count else " (whole trace)")
+    if facts.get("ranks.count"):
+        label += f", rank {facts.get('trace.rank', 0)} of {facts['ranks.count']}"
     tree = Tree(Text(label, style="bold"))
     for row in table:
         share = row.get("share") or 0.0

@@ -30,6 +30,8 @@ class Verdict:
 
 
 def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
+    if "steps.count" not in facts and "trace.cpu_ops" not in facts:
+        return ["no trace was captured, so there was nothing to analyse"]
     missing = []
     if facts.get("trace.partial") and facts.get("trace.analysed_steps"):
         missing.append(str(facts["trace.analysed_steps"]))

@@ -1,0 +1,148 @@
+"""What records the profiled window: the Kineto profiler, or NVTX marks for an outer tool.
+
+The :class:`~advisor.collect.steps.StepDriver` calls a backend at the
+schedule's transitions: ``prepare`` when the warm-up begins, ``start`` when
+the first active step begins, ``next_step`` at each further boundary, and
+``stop`` when the window ends (``complete=False`` when the script ended
+inside it: the unfinished step gets a :data:`~advisor.naming.PARTIAL_STEP`
+mark, so analysis leaves it out).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+
+from advisor.collect.config import CollectorConfig
+from advisor.naming import CAPTURE_RANGE, PARTIAL_STEP, STEP_PREFIX
+
+__all__ = ["Backend", "KinetoBackend", "NvtxBackend"]
+
+
+class Backend(Protocol):
+    """What records the active steps: the Kineto profiler, or NVTX marks for nsys/ncu."""
+
+    def prepare(self) -> None: ...
+    def start(self, step: int) -> None: ...
+    def next_step(self, step: int) -> None: ...
+    def stop(self, complete: bool = True) -> None: ...
+
+
+class KinetoBackend:
+    """Records the active steps with torch.profiler and writes a gzipped Kineto trace.
+
+    The profiler is built when the warm-up begins, not before the script runs:
+    whether to trace CUDA is decided by whether the script has initialised
+    CUDA by then, so the collector itself never initialises it.
+    """
+
+    def __init__(self, cfg: CollectorConfig, trace_path: str) -> None:
+        self.cfg = cfg
+        self.trace_path = trace_path
+        self.saved = False
+        self.prof: Any = None
+        self._step_range: Any = None
+
+    def _build(self) -> Any:
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU]
+        experimental = None
+        if torch.cuda.is_initialized():
+            activities.append(ProfilerActivity.CUDA)
+            experimental = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
+        return profile(
+            activities=activities,
+            record_shapes=self.cfg.record_shapes,
+            profile_memory=self.cfg.profile_memory,
+            with_stack=self.cfg.with_stack,
+            experimental_config=experimental,
+        )
+
+    def prepare(self) -> None:
+        self.prof = self._build()
+        self.prof.prepare_trace()
+
+    def start(self, step: int) -> None:
+        if self.prof is None:  # warmup 0 and a window that opens at once
+            self.prepare()
+        self.prof.start_trace()
+        self._open_step(step)
+
+    def next_step(self, step: int) -> None:
+        self._close_step()
+        self._open_step(step)
+
+    def stop(self, complete: bool = True) -> None:
+        if not complete and self._step_range is not None:
+            # A zero-length mark inside the unfinished step, so analysis leaves it out.
+            with torch.autograd.profiler.record_function(PARTIAL_STEP):
+                pass
+        self._close_step()
+        self.prof.stop_trace()
+        self.prof.export_chrome_trace(self.trace_path)
+        self.saved = True
+
+    def _open_step(self, step: int) -> None:
+        # The same name torch.profiler.profile.step() uses, so every tool reads our steps.
+        self._step_range = torch.autograd.profiler.record_function(f"{STEP_PREFIX}{step}")
+        self._step_range.__enter__()
+
+    def _close_step(self) -> None:
+        if self._step_range is not None:
+            self._step_range.__exit__(None, None, None)
+            self._step_range = None
+
+
+class NvtxBackend:
+    """Marks the active steps for an outer tool (nsys, ncu) instead of recording them.
+
+    The whole active window is one NVTX range named :data:`CAPTURE_RANGE`, the
+    capture range that nsys (``--capture-range=nvtx``) and ncu
+    (``--nvtx-include``) are pointed at; each step inside it is a
+    ``ProfilerStep#N`` range, as in the Kineto trace. On a GPU the window is
+    also bracketed by ``cudaProfilerStart``/``Stop``, for tools that cannot
+    see the NVTX range (``--capture-range=cudaProfilerApi``). The process must
+    end through C ``exit()`` for the tool to flush the last ranges (see
+    :mod:`advisor.collect.bootstrap`).
+    """
+
+    def __init__(self) -> None:
+        from advisor.collect.labels import Range
+
+        self._range_type = Range
+        self._capture: Any = None
+        self._step: Any = None
+
+    def prepare(self) -> None:
+        pass
+
+    def start(self, step: int) -> None:
+        # The other capture range nsys can use (--capture-range=cudaProfilerApi). Only when the
+        # script has initialised CUDA itself: the collector never does (see advisor.collect.bootstrap).
+        if torch.cuda.is_initialized():
+            torch.cuda.profiler.start()
+        self._capture = self._range_type(CAPTURE_RANGE)
+        self._capture.open()
+        self.next_step(step)
+
+    def next_step(self, step: int) -> None:
+        if self._step is not None:
+            self._step.close()
+        self._step = self._range_type(f"{STEP_PREFIX}{step}")
+        self._step.open()
+
+    def stop(self, complete: bool = True) -> None:
+        if self._step is not None:
+            if not complete:
+                with self._range_type(PARTIAL_STEP):
+                    pass
+            self._step.close()
+            self._step = None
+        if self._capture is not None:
+            self._capture.close()
+            self._capture = None
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
