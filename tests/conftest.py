@@ -45,6 +45,12 @@ KINETO_TRACES = [
 ]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_yaml_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The tests and the CLI processes they start share a cache of parsed rule files, not the user's."""
+    os.environ.setdefault("ADVISOR_CACHE_DIR", str(tmp_path_factory.mktemp("advisor-cache")))
+
+
 @dataclass
 class CliResult:
     code: int

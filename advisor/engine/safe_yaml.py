@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from advisor.engine.yaml_cache import shared_cache
 from advisor.errors import RuleError
 
 # libyaml's parser when PyYAML was built with it (the wheels are): ten times faster, same events and marks
@@ -53,6 +54,7 @@ class LineMap:
 
 
 def load_yaml(path: Path) -> tuple[Any, LineMap]:
+    """The data and line map of a rule or workflow file; a file parsed before comes from the cache."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -63,7 +65,13 @@ def load_yaml(path: Path) -> tuple[Any, LineMap]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise RuleError(path, None, "is not UTF-8 text") from None
-    return parse_yaml(text, path)
+    data, lines = shared_cache().get_or_parse(text, lambda: _parse_with_lines(text, path))
+    return data, LineMap(lines)
+
+
+def _parse_with_lines(text: str, path: Path) -> tuple[Any, dict[tuple[Any, ...], int]]:
+    data, lines = parse_yaml(text, path)
+    return data, lines.lines
 
 
 def parse_yaml(text: str, path: Path | None = None) -> tuple[Any, LineMap]:
