@@ -23,6 +23,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,11 +123,24 @@ def child_env() -> dict[str, str]:
 
 
 def _importable_without(root: str) -> bool:
-    """Whether a fresh interpreter finds this advisor package without help (installed in site-packages)."""
-    import site
+    """Whether a fresh interpreter finds this advisor package without help.
 
-    dirs = {*site.getsitepackages(), site.getusersitepackages()}
-    return root in dirs
+    Asked of a fresh interpreter (about 20 ms), because site-packages is not
+    the only way in: an editable install puts the checkout on ``sys.path``
+    through a ``.pth`` file, and adding it to ``PYTHONPATH`` as well would
+    make the bootstrap take it off the script's path.
+    """
+    probe = "import importlib.util as u; s = u.find_spec('advisor'); print(s.origin if s and s.origin else '')"
+    env = {k: v for k, v in os.environ.items() if k != BOOTSTRAP_PATH_ENV}
+    try:
+        # in a folder of its own, so a package named advisor in the working directory does not answer
+        with tempfile.TemporaryDirectory(prefix="advisor-probe-") as empty:
+            out = subprocess.run([sys.executable, "-c", probe], cwd=empty, env=env, capture_output=True,
+                                 text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    origin = out.stdout.strip()
+    return bool(origin) and Path(origin).resolve().parent.parent == Path(root)
 
 
 def run_framework(cfg: CollectorConfig, stage_dir: Path, timeout_s: float | None = None,

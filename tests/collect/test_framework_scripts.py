@@ -267,3 +267,33 @@ def test_torchrun_two_ranks_name_the_straggler(tmp_path: Path) -> None:
     again = run_cli("analyze", str(out / "framework"), "--out", str(tmp_path / "again"), "-q", cwd=tmp_path)
     assert again.code == 0, again.output
     assert _facts(tmp_path / "again")["ranks.straggler"] == 1
+
+
+def test_advisor_is_put_on_the_script_path_only_when_python_would_not_find_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Installed (site-packages or editable .pth): nothing added. Elsewhere: added, and named for the bootstrap."""
+    from advisor.collect import framework
+    from advisor.collect.bootstrap import BOOTSTRAP_PATH_ENV
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    here = str(Path(framework.__file__).resolve().parents[2])
+    assert framework._importable_without(here)  # this test process imported it without PYTHONPATH
+    assert BOOTSTRAP_PATH_ENV not in framework.child_env()
+    assert not framework._importable_without(str(tmp_path))  # a checkout Python would not find
+
+
+def test_pythonpath_of_the_user_reaches_the_script_unchanged(tmp_path: Path) -> None:
+    env = {**_launch_env(), "PYTHONPATH": str(tmp_path / "libs")}
+    (tmp_path / "libs").mkdir()
+    (tmp_path / "libs" / "helper_mod.py").write_text("VALUE = 42\n")
+    script = tmp_path / "uses_helper.py"
+    script.write_text(
+        "import json, os, sys\nimport helper_mod\n"
+        f"json.dump({{'value': helper_mod.VALUE, 'pythonpath': os.environ.get('PYTHONPATH')}}, "
+        f"open({str(tmp_path / 'seen.json')!r}, 'w'))\n"
+    )
+    proc = subprocess.run([sys.executable, "-m", "advisor", "diagnose", str(script), "--out", str(tmp_path / "run"),
+                           "-q", "--no-escalate", "--steps", "time", "--window-start", "0", "--window", "0.1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen == {"value": 42, "pythonpath": str(tmp_path / "libs")}, proc.stderr
