@@ -13,6 +13,7 @@ import os
 import tempfile
 import time
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
@@ -21,13 +22,14 @@ READ_LATENCY_S = 0.0015  # per file, as on a busy network file system
 
 
 class FileDataset(Dataset):
-    """One sample per .pt file; each read pays the storage latency."""
+    """One sample per .npy file; each read pays the storage latency."""
 
     def __init__(self, root: str, n: int) -> None:
         self.paths = []
+        self.labels = [i % 10 for i in range(n)]
         for i in range(n):
-            path = os.path.join(root, f"sample_{i:05d}.pt")
-            torch.save((torch.randn(3, 32, 32), i % 10), path)
+            path = os.path.join(root, f"sample_{i:05d}.npy")
+            np.save(path, np.random.default_rng(i).standard_normal((3, 32, 32), dtype=np.float32))
             self.paths.append(path)
 
     def __len__(self) -> int:
@@ -36,8 +38,8 @@ class FileDataset(Dataset):
     def __getitem__(self, i: int):
         time.sleep(READ_LATENCY_S)
         with open(self.paths[i], "rb") as f:
-            image, label = torch.load(f)
-        return image, label
+            image = torch.from_numpy(np.load(f))
+        return image, self.labels[i]
 
 
 def main() -> None:
@@ -53,9 +55,9 @@ def main() -> None:
     loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
                         persistent_workers=args.workers > 0)
     model = nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Linear(32, 10),
+        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(), nn.Linear(64, 10),
     )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     for epoch in range(args.epochs):

@@ -5,6 +5,7 @@ The path to the full report comes last, so it is the line left on screen.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from rich.console import Console, Group
@@ -57,7 +58,7 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
         for d in diagnoses[1:4]:
             parts.append(Text.assemble(
                 ("  • ", "dim"), (f"{d['severity']:<8}", _SEVERITY.get(d["severity"], "")),
-                f"{d['rule_id']} {d['what'][:100]}",
+                f"{d['rule_id']} {textwrap.shorten(_first_sentence(d['what']), 100, placeholder=' ...')}",
             ))
     for note in verdict.get("missing", [])[:2]:
         parts.append(Text(f"Note: {note}", style="yellow"))
