@@ -31,7 +31,7 @@ __all__ = ["CACHE_ENV", "YamlCache", "cache_dir", "shared_cache"]
 
 CACHE_ENV = "ADVISOR_CACHE_DIR"
 #: entries kept when the file is rewritten; beyond it only those used by this process stay
-MAX_ENTRIES = 2000
+MAX_ENTRIES = 500
 
 Parsed = tuple[Any, dict[tuple[Any, ...], int]]
 
