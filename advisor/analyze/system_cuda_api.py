@@ -123,15 +123,7 @@ def _copies(view: SystemView) -> pd.DataFrame:
     if len(memset):
         parts.append(memset.assign(kind="memset"))
     frame = pd.concat(parts, ignore_index=True)[["start", "end", "dur", "pid", "correlation", "bytes", "kind", "memory"]]
-    runtime = view.table("runtime")
-    calls = runtime.drop_duplicates(["pid", "correlation"])[["pid", "correlation", "api", "start", "dur", "tid"]]
-    calls = calls.rename(columns={"start": "api_start", "dur": "api_dur"})
-    frame = frame.merge(calls, on=["pid", "correlation"], how="left")
-    frame["api"] = frame["api"].fillna("?")
-    frame["api_start"] = frame["api_start"].fillna(frame["start"]).astype("int64")
-    frame["api_dur"] = frame["api_dur"].fillna(0).astype("int64")
-    frame["tid"] = frame["tid"].fillna(-1).astype("int64")
-    return frame
+    return view.with_api(frame, unknown="?")
 
 
 @analyzer("system_memcpy", needs=("gpu", "runtime"), provides=PROVIDES_COPY, stage="system")

@@ -273,14 +273,20 @@ class SystemView:
     @cached_property
     def launches(self) -> pd.DataFrame:
         """GPU work joined with the API call that issued it: adds ``api``, ``api_start``, ``api_dur``, ``tid``."""
-        work = self.gpu_work
+        return self.with_api(self.gpu_work)
+
+    def with_api(self, work: pd.DataFrame, unknown: str = "") -> pd.DataFrame:
+        """``work`` (rows with ``pid``, ``correlation``, ``start``) joined with the runtime call that issued each row.
+
+        Adds ``api`` (``unknown`` where no call matches), ``api_start``, ``api_dur`` and ``tid``.
+        """
         runtime = self.table("runtime")
         if len(work) == 0 or len(runtime) == 0:
-            return work.assign(api="", api_start=work["start"], api_dur=0, tid=-1)
+            return work.assign(api=unknown, api_start=work["start"], api_dur=0, tid=-1)
         calls = runtime.drop_duplicates(["pid", "correlation"])[["pid", "correlation", "api", "start", "dur", "tid"]]
         calls = calls.rename(columns={"start": "api_start", "dur": "api_dur"})
         merged = work.merge(calls, on=["pid", "correlation"], how="left")
-        merged["api"] = merged["api"].fillna("")
+        merged["api"] = merged["api"].fillna(unknown)
         merged["api_start"] = merged["api_start"].fillna(merged["start"]).astype("int64")
         merged["api_dur"] = merged["api_dur"].fillna(0).astype("int64")
         merged["tid"] = merged["tid"].fillna(-1).astype("int64")
