@@ -11,10 +11,12 @@ import re
 
 __all__ = [
     "CAPTURE_RANGE",
+    "CLOSURE",
     "MODULE_PREFIX",
     "PARTIAL_STEP",
     "PHASES",
     "PHASE_NAMES",
+    "RECOMPUTE",
     "SOURCE_PREFIX",
     "STEP_PREFIX",
     "module_label",
@@ -35,6 +37,11 @@ CAPTURE_RANGE = "advisor::capture"
 #: a mark inside a step the script never finished (it raised, exited or was stopped);
 #: analysis leaves such a step out, so a cut-short step does not skew the step time
 PARTIAL_STEP = "advisor::partial_step"
+
+#: a closure passed to optimizer.step(closure): its forward and backward are not optimizer time
+CLOSURE = "advisor::closure"
+#: a module called while backward runs: activation checkpointing recomputing its forward
+RECOMPUTE = "advisor::recompute"
 
 SOURCE_PREFIX = "advisor::src "
 MODULE_PREFIX = "advisor::module "

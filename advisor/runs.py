@@ -89,8 +89,8 @@ def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
     if profile == "partial":
         return f"the script {how} during {window}; the steps it finished until then were analysed"
     if result.step_method is None:
-        return (f"the script {how} before any training step was recognised (no optimizer.step(), no DataLoader "
-                "batch, no nn.Module call); use --steps time to record a time window")
+        return (f"the script {how} before any step was recognised (no optimizer.step(), no DataLoader "
+                "batch, no call of a model); use --steps time to record a time window")
     steps = max((s.get("steps_seen") or 0 for s in result.statuses), default=0)
     return (f"the script {how} after {steps} step(s), before {window} began; "
             "lower --wait/--warmup to profile earlier steps")

@@ -23,4 +23,5 @@ from advisor.analyze import (  # noqa: F401
     system_osrt,
     system_timeline,
     trace_info,
+    workload,
 )

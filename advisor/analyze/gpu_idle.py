@@ -19,6 +19,9 @@ its time is split by what held that op back:
     loading of a kernel module on first use, counts here too), and whole host
     waits no longer than :data:`LAUNCH_GAP_NS`: the host issues ops one after
     another and the GPU finishes each before the next arrives (launch-bound).
+    An op that starts more than :data:`LAUNCH_GAP_NS` after its launch call
+    *returned* waited for something else (a stream waiting on an event,
+    another device): that part is ``other``.
 ``sync``
     The host could not launch because it was inside a synchronising call
     (``cudaDeviceSynchronize``, ``.item()``, a blocking copy, ``cudaFree``),
@@ -88,6 +91,13 @@ def idle_gaps(ops: pd.DataFrame, lo: int, hi: int, syncs: tuple[np.ndarray, np.n
     host_wait = ~queued & ~unknown
     host_end = np.where(has_next & known, np.clip(launch, gap_s, gap_e), gap_e)
     parts["launch"] = np.where(host_wait, gap_e - host_end, 0)
+    if "launch_end" in ops and len(ts):
+        # Launched, but held back long after the call returned: not the launch path.
+        returned = ops["launch_end"].to_numpy("int64")[np.maximum(nxt, 0)]
+        held_from = np.clip(returned + LAUNCH_GAP_NS, host_end, gap_e)
+        held = np.where(host_wait & has_next & (returned >= 0), gap_e - held_from, 0)
+        parts["launch"] = parts["launch"] - held
+        parts["other"] = parts["other"] + held
     _split_host_wait(parts, gap_s, host_end, host_wait, syncs, dataloader)
     for cause in CAUSES:
         out[cause] = parts[cause]

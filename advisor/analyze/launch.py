@@ -6,6 +6,11 @@ the kernel's start (large when the GPU still has queued work, small when
 the GPU waits for each launch). A kernel shorter than its launch call
 finishes before the host can issue the next one, so a stream of them keeps
 the GPU waiting on the host.
+
+Kernels replayed from a CUDA or HIP graph are left out of these figures:
+one ``cudaGraphLaunch`` issues all of a graph's kernels, so comparing each
+of them with that one call would call a graphed step launch-bound, which is
+the problem graphs solve. ``launch.graph_kernel_fraction`` says how many.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ PROVIDES = (
     FactSpec("launch.short_kernel_fraction", "fraction", "share of kernels that run shorter than their launch call"),
     FactSpec("launch.short_kernel_ms", "ms", "kernel time per step in kernels shorter than their launch call"),
     FactSpec("launch.linked_fraction", "fraction", "share of kernels whose launch call is in the trace"),
+    FactSpec("launch.graph_kernel_fraction", "fraction", "share of kernels replayed from CUDA/HIP graphs "
+             "(one graph launch call issues them all; left out of the other launch figures)"),
     FactSpec("launch.top_site", "text", "the user's line (or operator) with the most short kernels"),
     FactSpec("launch.by_op", "table", "operators whose kernels are shortest next to their launch calls", columns={
         "op": "text: outermost operator", "short_per_step": "count: short kernels per step",
@@ -40,14 +47,23 @@ PROVIDES = (
 )
 
 
+def _is_graph_launch(name: str) -> bool:
+    """cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch (and their _ptsz / _v2 forms)."""
+    return "GraphLaunch" in name
+
+
 @analyzer("launch", needs=("kernel", "cuda_runtime"), provides=PROVIDES)
 def launch(view: TraceView) -> dict[str, Any]:
     """How long launch calls take next to the kernels they launch, and how late kernels start."""
     links = view.gpu
     ks = kernels_in_window(links)
-    rows_linked = np.flatnonzero(ks["launch"].to_numpy() >= 0)
+    linked = ks["launch"].to_numpy() >= 0
+    graphed = linked & np.array([_is_graph_launch(str(n)) for n in ks["launch_name"].to_numpy(dtype=object)], bool)
+    rows_linked = np.flatnonzero(linked & ~graphed)
     if len(ks) == 0 or len(rows_linked) == 0:
-        return {"launch.linked_fraction": 0.0} if len(ks) else {}
+        if len(ks) == 0:
+            return {}
+        return {"launch.linked_fraction": float(linked.mean()), "launch.graph_kernel_fraction": float(graphed.mean())}
     steps = links.steps
     col = {c: ks[c].to_numpy()[rows_linked] for c in ("ts", "dur", "launch_ts", "launch_end", "src_line")}
     call = col["launch_end"] - col["launch_ts"]
@@ -60,7 +76,8 @@ def launch(view: TraceView) -> dict[str, Any]:
         "launch.short_kernels_per_step": len(short) / steps,
         "launch.short_kernel_fraction": len(short) / len(rows_linked),
         "launch.short_kernel_ms": float(col["dur"][short].sum()) / steps / NS_PER_MS,
-        "launch.linked_fraction": len(rows_linked) / len(ks),
+        "launch.linked_fraction": float(linked.mean()),
+        "launch.graph_kernel_fraction": float(graphed.mean()),
     }
     rows = []
     if len(short):

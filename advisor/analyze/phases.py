@@ -14,9 +14,15 @@ forward       ``advisor::forward``                     ``## forward ##``-style a
                                                        autograd-recorded op before backward
 ============  =======================================  ===========================================
 
-Where phases overlap, the earlier in :data:`PHASE_ORDER` wins, so a step's
-time is split once: a forward that runs inside the optimizer (LBFGS) is
-optimizer time.
+Where phases overlap, the innermost wins, so a step's time is split once:
+:data:`PHASE_ORDER` lists them from the innermost. A forward and backward
+that run inside ``optimizer.step(closure)`` (LBFGS, PyTorch Lightning's
+automatic optimization) are forward and backward time, and the optimizer
+phase is what is left of the step call: the update. (The collector closes
+its optimizer range while a closure runs, so its own labels never overlap;
+traces recorded elsewhere carry ``Optimizer.step#`` around the closure.) A
+forward recomputed inside backward (activation checkpointing) is backward
+time. Nothing nests in data loading.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PHASE_ORDER", "found_phases", "phase_intervals", "phase_sources", "split_step"]
 
-PHASE_ORDER = ("dataloader", "optimizer", "backward", "forward")
+PHASE_ORDER = ("dataloader", "backward", "forward", "optimizer")
 _EMPTY = (np.empty(0, "int64"), np.empty(0, "int64"))
 _FORWARD_ANNOTATION = re.compile(r"(^|[^a-z])forward([^a-z]|$)", re.IGNORECASE)
 
@@ -125,9 +131,11 @@ def _infer_forward(view: TraceView, known: dict[str, tuple[np.ndarray, np.ndarra
     if not ops.any():
         return _EMPTY
     ts, end = e["ts"].to_numpy()[ops], e["end"].to_numpy()[ops]
+    # Not the optimizer: a closure's forward runs inside optimizer.step(), and the update itself records no autograd.
+    inner = [p for p in known if p != "optimizer"]
     other_s, other_e = intervals.union(
-        np.concatenate([known[p][0] for p in known] or [np.empty(0, "int64")]),
-        np.concatenate([known[p][1] for p in known] or [np.empty(0, "int64")]),
+        np.concatenate([known[p][0] for p in inner] or [np.empty(0, "int64")]),
+        np.concatenate([known[p][1] for p in inner] or [np.empty(0, "int64")]),
     )
     if len(other_s):
         k = np.searchsorted(other_s, ts, side="right") - 1

@@ -17,6 +17,7 @@ class StepMethod(str, Enum):
     auto = "auto"
     optimizer = "optimizer"
     dataloader = "dataloader"
+    module = "module"
     time = "time"
 
 
@@ -31,8 +32,8 @@ def diagnose(
     warmup: Annotated[int, typer.Option(min=0, help="Steps run with the profiler warming up, not recorded.")] = 3,
     active: Annotated[int, typer.Option(min=1, help="Steps recorded and analysed.")] = 5,
     steps: Annotated[StepMethod, typer.Option(
-        "--steps", help="How a step is recognised: optimizer.step(), DataLoader batches, or a time window; "
-                        "auto tries them in that order.")] = StepMethod.auto,
+        "--steps", help="How a step is recognised: optimizer.step(), DataLoader batches, calls of the model "
+                        "(inference: under no_grad or in eval mode), or a time window; auto tries them in that order.")] = StepMethod.auto,
     window_start: Annotated[float, typer.Option(
         min=0, help="Time window: seconds before recording, counted from the script's start (--steps time) "
                     "or from its first nn.Module call (auto).")] = 10.0,

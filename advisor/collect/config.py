@@ -9,7 +9,7 @@ from typing import Any
 
 __all__ = ["STEP_METHODS", "CollectorConfig"]
 
-STEP_METHODS = ("auto", "optimizer", "dataloader", "time")
+STEP_METHODS = ("auto", "optimizer", "dataloader", "module", "time")
 
 
 @dataclass
@@ -23,7 +23,7 @@ class CollectorConfig:
     wait: int = 5
     warmup: int = 3
     active: int = 5
-    #: how a step is recognised: auto = optimizer steps, else DataLoader batches, else a time window
+    #: how a step is recognised: auto = optimizer steps, else DataLoader batches, else model calls, else a time window
     step_method: str = "auto"
     #: time window (seconds) used when no step can be recognised
     window_start_s: float = 10.0

@@ -12,8 +12,19 @@ How each phase is found without touching the script:
   an outermost module call (depth 0 -> 1 -> 0) outside the other phases.
 - backward: ``torch.autograd.backward`` and ``torch.autograd.grad`` are
   wrapped (``Tensor.backward`` calls the former).
-- optimizer: global optimizer step pre/post hooks (owned by the step driver).
+- optimizer: global optimizer step pre/post hooks (owned by the step driver),
+  and ``GradScaler.step``, whose unscaling belongs to the update.
 - dataloader: ``_BaseDataLoaderIter.__next__`` is wrapped.
+
+Phases do not nest. A closure passed to ``optimizer.step(closure)`` (LBFGS,
+PyTorch Lightning's automatic optimization, any ``step(closure)`` loop) runs
+the forward and backward passes *inside* the step: the driver's pre-hook
+wraps it so that the optimizer range closes while the closure runs (the
+closure is marked with :data:`CLOSURE` instead) and opens again after, so
+the forward and backward inside it are forward and backward, and the
+optimizer phase is only the update. A module called while backward runs
+(activation checkpointing recomputes the forward) stays backward time; it is
+marked with a :data:`RECOMPUTE` range.
 
 The labels are installed only for the warm-up and active steps, and removed
 after, so the steps outside the profiled window pay nothing for them. The
@@ -30,9 +41,9 @@ from typing import Any
 import torch
 from torch.utils.data import dataloader as _dl
 
-from advisor.naming import PHASE_NAMES, module_label
+from advisor.naming import CLOSURE, PHASE_NAMES, RECOMPUTE, module_label
 
-__all__ = ["PhaseLabels", "Range", "fast_range", "nvtx_available", "patch_dataloader_next"]
+__all__ = ["PhaseLabels", "Range", "fast_range", "nvtx_available", "patch_dataloader_next", "patch_grad_scaler"]
 
 try:  # nvtx is a dependency, but a broken native library must not stop the run
     import nvtx as _nvtx
@@ -126,6 +137,8 @@ class PhaseLabels:
         self._depth = 0
         self._forward: Range | None = None
         self._optimizer: _Ranges | None = None
+        self._recompute: Range | None = None
+        self._recompute_depth = 0
         self._module_stack: list[Range] = []
         self._names: dict[int, str] = {}
         self._handles: list[Any] = []
@@ -161,11 +174,11 @@ class PhaseLabels:
         """Close every open range (at the end of the window, or when the script fails)."""
         while self._module_stack:
             self._module_stack.pop().close()
-        for rng in (self._forward, self._optimizer):
+        for rng in (self._recompute, self._forward, self._optimizer):
             if rng is not None:
                 rng.close()
-        self._forward = self._optimizer = None
-        self._depth = 0
+        self._forward = self._optimizer = self._recompute = None
+        self._depth = self._recompute_depth = 0
         self.current = None
 
     def _patch(self, owner: Any, attr: str, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
@@ -187,8 +200,11 @@ class PhaseLabels:
     # forward -------------------------------------------------------------------
     def _forward_pre(self, module: torch.nn.Module, args: Any) -> None:
         if self._depth == 0:
+            if self.current == "backward":
+                self._recompute_pre()
+                return
             if self.current is not None:
-                return  # a module used inside another phase (a transform, a loss in backward hooks)
+                return  # a module used inside another phase (a transform in the loader, a model in the update)
             self._learn_names(module)
             self._forward = Range(PHASE_NAMES["forward"], self.nvtx)
             self._forward.open()
@@ -201,6 +217,9 @@ class PhaseLabels:
                 self._module_stack.append(rng)
 
     def _forward_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if self.current == "backward":
+            self._recompute_post()
+            return
         if self.current != "forward" or self._depth == 0:
             return
         if self._module_stack:
@@ -210,6 +229,21 @@ class PhaseLabels:
             self._forward.close()
             self._forward = None
             self.current = None
+
+    def _recompute_pre(self) -> None:
+        """A module called inside backward: checkpointing recomputes its forward; mark the outermost call."""
+        if self._recompute_depth == 0:
+            self._recompute = Range(RECOMPUTE, nvtx=False, fast=True)
+            self._recompute.open()
+        self._recompute_depth += 1
+
+    def _recompute_post(self) -> None:
+        if self._recompute_depth == 0:
+            return
+        self._recompute_depth -= 1
+        if self._recompute_depth == 0 and self._recompute is not None:
+            self._recompute.close()
+            self._recompute = None
 
     def _learn_names(self, root: torch.nn.Module) -> None:
         """Map each submodule of an outermost module to its dotted attribute path."""
@@ -236,6 +270,9 @@ class PhaseLabels:
             try:
                 return original(*args, **kwargs)
             finally:
+                if labels._recompute is not None:  # a recomputed forward that raised: its post-hook never ran
+                    labels._recompute.close()
+                    labels._recompute, labels._recompute_depth = None, 0
                 rng.close()
                 labels.current = outer
 
@@ -244,6 +281,7 @@ class PhaseLabels:
     # optimizer: called by the step driver, which owns the global optimizer hooks
     # so that the optimizer range always closes before the step boundary.
     def optimizer_begin(self) -> None:
+        """Open the optimizer range; a no-op inside one (GradScaler.step calling optimizer.step)."""
         if self.installed and self.current is None:
             self._optimizer = self._phase("optimizer")
             self._optimizer.open()
@@ -254,6 +292,25 @@ class PhaseLabels:
             self._optimizer.close()
             self._optimizer = None
             self.current = None
+
+    def wrap_closure(self, closure: Callable[..., Any]) -> Callable[..., Any]:
+        """``closure`` run outside the optimizer range (which reopens after it), inside a :data:`CLOSURE` mark."""
+        labels = self
+
+        @functools.wraps(closure)
+        def run_closure(*args: Any, **kwargs: Any) -> Any:
+            if labels.current != "optimizer" or labels._optimizer is None:
+                return closure(*args, **kwargs)
+            labels.optimizer_end()
+            mark = Range(CLOSURE, nvtx=labels.nvtx)
+            mark.open()
+            try:
+                return closure(*args, **kwargs)
+            finally:
+                mark.close()
+                labels.optimizer_begin()
+
+        return run_closure
 
 
 def patch_dataloader_next(on_next: Callable[[], None], labels_of: Callable[[], PhaseLabels | None]) -> Callable[[], None]:
@@ -283,5 +340,36 @@ def patch_dataloader_next(on_next: Callable[[], None], labels_of: Callable[[], P
 
     def undo() -> None:
         _dl._BaseDataLoaderIter.__next__ = original
+
+    return undo
+
+
+def patch_grad_scaler(labels_of: Callable[[], PhaseLabels | None]) -> Callable[[], None]:
+    """Count ``GradScaler.step`` (unscaling, the inf check, then ``optimizer.step()``) as the optimizer phase.
+
+    The inner ``optimizer.step()``'s post-hook closes the range before the step boundary; when the scaler
+    skips the step (inf or NaN gradients), the range closes when ``GradScaler.step`` returns.
+    Returns a function that undoes the patch; a torch without ``torch.amp.GradScaler`` is left alone.
+    """
+    scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if scaler is None:
+        return lambda: None
+    original = scaler.step
+
+    @functools.wraps(original)
+    def step(self: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+        labels = labels_of()
+        if labels is None:
+            return original(self, optimizer, *args, **kwargs)
+        labels.optimizer_begin()
+        try:
+            return original(self, optimizer, *args, **kwargs)
+        finally:
+            labels.optimizer_end()
+
+    scaler.step = step
+
+    def undo() -> None:
+        scaler.step = original
 
     return undo

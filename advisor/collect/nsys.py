@@ -73,7 +73,7 @@ class NsysRun:
 
 def stage_config(cfg: CollectorConfig, stage_dir: Path, step_method: str | None) -> CollectorConfig:
     """The framework run's settings, in nvtx mode, writing into the system stage folder."""
-    method = step_method if step_method in ("optimizer", "dataloader", "time") else cfg.step_method
+    method = step_method if step_method in ("optimizer", "dataloader", "module", "time") else cfg.step_method
     return replace(cfg, out_dir=str(stage_dir), mode="nvtx", step_method=method, run_to_end=False,
                    source_lines=False, profile_memory=False, with_stack=False)
 

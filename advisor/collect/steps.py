@@ -6,13 +6,22 @@ A *step* is recognised, in this order of preference:
    that steps (global optimizer post-hook). With several optimizers (a GAN)
    only that lead optimizer advances the step.
 2. ``dataloader``: the start of each DataLoader batch, when no optimizer has
-   stepped (inference, hand-written updates).
-3. ``time``: a window of ``window_s`` seconds. With ``--steps time`` it opens
+   stepped (evaluation over a DataLoader, hand-written updates).
+3. ``module``: the start of each call of the model, when neither of the
+   above was seen first: inference and evaluation loops (``model(x)`` in a
+   loop, ``generate()``-style decoding, where each call of the model is a
+   step). The model is the first module called outermost (no other module
+   running) in inference style, with autograd off (``torch.no_grad()``,
+   ``inference_mode``) or in eval mode; a training forward never opens it.
+4. ``time``: a window of ``window_s`` seconds. With ``--steps time`` it opens
    ``window_start_s`` seconds after the script starts; in ``auto`` mode,
    ``window_start_s`` after the first nn.Module call, if neither of the above
    was seen by then. (Not after the script's start: a long set-up before the
    first optimizer step would be recorded instead of training.) A script
    that calls no nn.Module needs ``--steps time``.
+
+A method found first gives way to one higher in the list when it appears
+(an optimizer step after a few evaluation batches), as the step count runs on.
 
 The schedule is torch.profiler's: ``wait`` steps are skipped, ``warmup``
 steps run with the profiler prepared and the labels on, ``active`` steps are
@@ -24,7 +33,9 @@ The backends that record are in :mod:`advisor.collect.backends`.
 
 Outside the window the driver costs a few Python calls per step (the
 optimizer's step pre/post hooks and the DataLoader ``__next__`` wrapper),
-about 5 us; nothing else is hooked (``bench/collector_overhead.py``).
+about 5 us; nothing else is hooked (``bench/collector_overhead.py``). Until
+the method is known, and for the whole run with ``module`` steps, a global
+module pre-hook also runs on every module call (about a microsecond each).
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ import torch
 from advisor.collect.backends import Backend
 from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import thread_settings
-from advisor.collect.labels import PhaseLabels, patch_dataloader_next
+from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_grad_scaler
 from advisor.collect.source_marker import SourceMarker
 
 __all__ = ["StepDriver"]
@@ -79,6 +90,10 @@ class StepDriver:
         self.recorded = "none"
         self._lead_optimizer: int | None = None
         self._batches = 0
+        #: module steps: the model whose calls are steps, and the depth of module calls until it is known
+        self._model: Any = None
+        self._module_depth = 0
+        self._module_hooks: list[Any] = []
         self._undo: list[Callable[[], None]] = []
         self._clock: _WindowClock | None = None
 
@@ -89,6 +104,9 @@ class StepDriver:
         self._undo.append(optim_module.register_optimizer_step_pre_hook(self._optimizer_pre).remove)
         self._undo.append(optim_module.register_optimizer_step_post_hook(self._optimizer_post).remove)
         self._undo.append(patch_dataloader_next(self._dataloader_next, lambda: self.labels))
+        self._undo.append(patch_grad_scaler(lambda: self.labels))
+        if self.method in (None, "module"):
+            self._watch_modules()
         if self.method in (None, "time"):
             self._clock = _WindowClock(self, timer=self.method == "time")
             self._clock.start()
@@ -99,6 +117,7 @@ class StepDriver:
         for undo in reversed(self._undo):
             undo()
         self._undo = []
+        self._unwatch_modules()
         self._stop_clock()
         self._instrument(False)
 
@@ -125,8 +144,11 @@ class StepDriver:
         return False
 
     # hooks -----------------------------------------------------------------------
-    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         self.labels.optimizer_begin()
+        if not self.labels.installed:
+            return None
+        return _with_closure_wrapped(args, kwargs, self.labels.wrap_closure)
 
     def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.labels.optimizer_end()
@@ -137,6 +159,7 @@ class StepDriver:
         if self.method != "optimizer":
             self.method = "optimizer"
             self._stop_clock()
+            self._unwatch_modules()
         self._boundary()
 
     def _dataloader_next(self) -> None:
@@ -147,9 +170,47 @@ class StepDriver:
             if self.method is None:
                 self.method = "dataloader"
                 self._stop_clock()
+                self._unwatch_modules()
             self._note_first_step()
             return
         self._boundary()
+
+    # module steps ------------------------------------------------------------------
+    def _watch_modules(self) -> None:
+        from torch.nn.modules import module as nn_module
+
+        # Registered before the phase labels' hooks, so a step boundary comes before the forward range opens.
+        self._module_hooks = [
+            nn_module.register_module_forward_pre_hook(self._module_pre),
+            nn_module.register_module_forward_hook(self._module_post, always_call=True),
+        ]
+
+    def _unwatch_modules(self, keep_pre: bool = False) -> None:
+        hooks, self._module_hooks = self._module_hooks, []
+        for i, handle in enumerate(hooks):
+            if keep_pre and i == 0:
+                self._module_hooks.append(handle)
+            else:
+                handle.remove()
+
+    def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
+        if self._model is not None:
+            if module is self._model and self.method == "module":
+                self._boundary()
+            return
+        if self._module_depth == 0 and self.method is None and (not torch.is_grad_enabled() or not module.training):
+            # The first step opens here; it is not a boundary. Depth no longer matters: only the model's calls do.
+            self._model = module
+            self.method = "module"
+            self._stop_clock()
+            self._unwatch_modules(keep_pre=True)
+            self._note_first_step()
+            return
+        self._module_depth += 1
+
+    def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if self._model is None and self._module_depth > 0:
+            self._module_depth -= 1
 
     # the schedule ------------------------------------------------------------------
     def _state_of(self, step: int) -> str:
@@ -254,6 +315,18 @@ class StepDriver:
 
     def _now(self) -> float:
         return round(time.monotonic() - self.started, 6)
+
+
+def _with_closure_wrapped(args: Any, kwargs: Any, wrap: Callable[[Any], Any]) -> tuple[Any, Any] | None:
+    """``(args, kwargs)`` of ``optimizer.step`` with its closure wrapped, or None when it was given none.
+
+    The hook's ``args`` start with the optimizer itself; the closure is the next one or ``closure=``.
+    """
+    if callable(kwargs.get("closure")):
+        return args, {**kwargs, "closure": wrap(kwargs["closure"])}
+    if len(args) > 1 and callable(args[1]):
+        return (args[0], wrap(args[1]), *args[2:]), kwargs
+    return None
 
 
 @contextmanager

@@ -78,13 +78,26 @@ def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mappi
     return out
 
 
+def loop_note(facts: Mapping[str, Any]) -> str | None:
+    """One sentence on what kind of loop the step split describes, where it is not a plain training loop."""
+    if facts.get("optimizer.closure"):
+        return ("Forward and backward ran inside optimizer.step() (a closure, as in LBFGS or Lightning's automatic "
+                "optimization); they are counted as forward and backward, and the optimizer phase is the update alone.")
+    if facts.get("workload.kind") != "inference":
+        return None
+    method = facts.get("steps.method")
+    each = {"module": "one call of the model", "dataloader": "one DataLoader batch"}.get(str(method))
+    return "An inference or evaluation loop: forward passes only, no backward or optimizer" + (
+        f"; each step is {each}." if each else ".")
+
+
 def _summary(facts: Mapping[str, Any], diagnoses: list[dict[str, Any]]) -> dict[str, Any]:
     phases = sorted((r for r in facts.get("phases.table") or [] if isinstance(r, Mapping)),
                     key=lambda r: -(r.get("ms") or 0.0))
     return {
         "step_ms": facts.get("steps.time_ms"), "step_count": facts.get("steps.count", 0),
         "step_min": facts.get("steps.time_ms_min"), "step_max": facts.get("steps.time_ms_max"),
-        "step_source": facts.get("steps.source"), "phases": phases,
+        "step_source": facts.get("steps.source"), "phases": phases, "loop": loop_note(facts),
         "gpu_idle": facts.get("gpu.idle_fraction"), "diagnoses": diagnoses,
     }
 

@@ -32,8 +32,11 @@ def _phase_tree(facts: dict[str, Any]) -> Tree | None:
     if facts.get("ranks.count"):
         label += f", rank {facts.get('trace.rank', 0)} of {facts['ranks.count']}"
     tree = Tree(Text(label, style="bold"))
+    inference = facts.get("workload.kind") == "inference"
     for row in table:
         share = row.get("share") or 0.0
+        if inference and row["phase"] in ("backward", "optimizer") and not row.get("ms"):
+            continue  # an inference loop has neither; a row of zeros says nothing
         bar = "█" * max(int(round(share * _BAR)), 1 if share > 0 else 0)
         line = Text(f"{row['phase']:<11}{fmt_ms(row['ms']):>10} {fmt_pct(share):>5} ")
         line.append(bar, style="cyan")
@@ -67,6 +70,9 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
     tree = _phase_tree(data.get("facts", {}))
     if tree is not None:
         console.print(tree)
+    loop = (data.get("summary") or {}).get("loop")
+    if loop:
+        console.print(Text(loop, style="dim"))
     stages = _stages_line((data.get("trail") or {}).get("stages", []))
     if stages is not None:
         console.print(stages)

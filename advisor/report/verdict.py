@@ -1,8 +1,10 @@
 """The one-line verdict of a run, and what the data could not support.
 
 A run is called healthy only when the evidence allows it: enough steps, the
-main phases seen, and no diagnosis of medium severity or above. Otherwise
-the verdict says what is slow, or that the run is inconclusive and why.
+main phases seen (forward, and backward in training), and no diagnosis of
+medium severity or above. Otherwise the verdict says what is slow, or that
+the run is inconclusive and why. A trace without steps (recorded elsewhere,
+without ``profiler.step()``) is judged on its window, and the verdict says so.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ from typing import Any
 
 from advisor.engine.evaluate import Diagnosis
 
-__all__ = ["MIN_STEPS", "Verdict", "judge"]
+__all__ = ["MIN_STEPS", "NO_STEPS", "Verdict", "judge"]
 
 #: fewer analysed steps than this cannot support "healthy"
 MIN_STEPS = 3
+#: the note of a trace without steps: it is analysed, and judged, as one window
+NO_STEPS = ("no ProfilerStep ranges: the trace was analysed as one window, so per-step figures are for the whole "
+            "trace")
 
 
 @dataclass
@@ -37,14 +42,15 @@ def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
         missing.append(str(facts["trace.analysed_steps"]))
     steps = facts.get("steps.count", 0) or 0
     if steps == 0:
-        missing.append("no ProfilerStep ranges: the trace was analysed as one window, so per-step figures are "
-                       "for the whole trace")
+        missing.append(NO_STEPS)
     elif steps < MIN_STEPS:
         missing.append(f"only {steps} step(s) were analysed; at least {MIN_STEPS} are needed to judge a steady state")
     if not facts.get("trace.cpu_ops"):
         missing.append("the trace has no CPU operator events")
     table = facts.get("phases.table") or []
-    unseen = [row["phase"] for row in table if row.get("source") == "not seen" and row["phase"] in ("forward", "backward")]
+    # An inference or evaluation loop has no backward; a training loop needs both.
+    needed = ("forward",) if facts.get("workload.kind") == "inference" else ("forward", "backward")
+    unseen = [row["phase"] for row in table if row.get("source") == "not seen" and row["phase"] in needed]
     if unseen:
         missing.append(f"phase(s) not seen in the trace: {', '.join(unseen)}")
     return missing
@@ -60,11 +66,13 @@ def judge(diagnoses: Sequence[Diagnosis], facts: Mapping[str, Any], stopped_earl
     if serious:
         top = serious[0]
         return Verdict("slow", f"{top.name.replace('-', ' ')}: {top.what}", missing)
-    # a window of steps (a trace over the memory budget) is shown with the rest, but still supports a verdict
-    blocking = [m for m in missing if m != facts.get("trace.analysed_steps")]
+    # A window of steps (a trace over the memory budget), or a whole trace without steps, is shown with the
+    # rest but still supports a verdict: on that window.
+    blocking = [m for m in missing if m not in (facts.get("trace.analysed_steps"), NO_STEPS)]
     if blocking:
         minor = f" ({len(diagnoses)} minor finding(s))" if diagnoses else ""
         return Verdict("inconclusive", "The data cannot support a verdict: " + blocking[0] + minor, missing)
+    where = " in the trace's window (it has no steps)" if NO_STEPS in missing else ""
     if diagnoses:
-        return Verdict("healthy", "No major bottleneck; only minor findings.", missing)
-    return Verdict("healthy", "No bottleneck found by the rules that could run on this data.", missing)
+        return Verdict("healthy", f"No major bottleneck{where}; only minor findings.", missing)
+    return Verdict("healthy", f"No bottleneck found{where} by the rules that could run on this data.", missing)
