@@ -132,10 +132,11 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
         stopped_by=result.stopped_by, profile=result.profile, wall_s=result.wall_s,
         finished_at=time.strftime("%Y-%m-%d %H:%M:%S"), step_method=result.step_method, error=result.error,
         environment=first.get("environment", {}), threads_at_capture=first.get("threads_at_capture"),
+        host_costs=first.get("host_costs"),
         timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
         traces=[run.relative(t) for t in result.traces], child_command=result.command,
     )
-    meta = {"step_method": result.step_method}
+    meta = {"step_method": result.step_method, "host_costs": first.get("host_costs") or {}}
     traces = load_traces(result.traces)
     findings = analyze_traces(traces, meta)
     framework = TrailEntry("framework", "ran", f"every run starts here; the script {result.outcome}",

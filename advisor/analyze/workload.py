@@ -12,7 +12,12 @@
 - ``workload.autograd_share``: in inference, the share of the forward's
   operator time that autograd recorded (ops with a sequence number: grad
   mode was on, so every op also built the graph for a backward that never
-  comes).
+  comes). ``workload.autograd_nodes_per_step`` counts the graph nodes (one
+  per distinct sequence number), and ``workload.autograd_ms`` prices them at
+  what recording one op costs in the run's own process (``host_costs`` in
+  run.json, measured by the collector just before the recording): the host
+  time ``torch.no_grad()`` would give back. Traces recorded elsewhere carry no
+  such measurement, so they get the count but not the time.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from advisor.analyze import intervals
-from advisor.analyze.common import NS_PER_MS
+from advisor.analyze.common import NS_PER_MS, step_ms
 from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import analyzer
 from advisor.analyze.view import TraceView
@@ -34,6 +39,13 @@ PROVIDES = (
     FactSpec("workload.autograd_share", "fraction", "inference: share of the forward's operator time that "
              "autograd recorded (grad mode was on)"),
     FactSpec("workload.forward_ops_per_step", "count", "inference: outermost operator calls per step in the forward"),
+    FactSpec("workload.autograd_nodes_per_step", "count", "inference: autograd graph nodes recorded per step "
+             "(distinct sequence numbers of the forward's ops)"),
+    FactSpec("workload.autograd_ms", "ms", "inference: host time per step spent recording those nodes, at the "
+             "per-op cost measured in the run's process"),
+    FactSpec("workload.autograd_step_share", "fraction", "inference: workload.autograd_ms as a share of the step"),
+    FactSpec("autograd.us_per_op", "us", "host time autograd adds to one recorded op, measured in the run's "
+             "process just before the recording"),
     FactSpec("optimizer.closure", "bool", "forward and backward ran inside optimizer.step() (a closure: LBFGS, "
              "Lightning's automatic optimization); they count as forward and backward"),
     FactSpec("optimizer.closure_ms", "ms", "time per step inside closures run by optimizer.step()"),
@@ -66,17 +78,32 @@ def _closure_ns(view: TraceView) -> int:
     return intervals.covered(*intervals.clip(*spans, lo, hi))
 
 
-def _autograd_share(view: TraceView) -> tuple[float, float] | None:
-    """(share of forward op time recorded by autograd, forward ops per step), over top-level ops in the steps."""
+def _autograd(view: TraceView) -> dict[str, Any]:
+    """Autograd's recording in an inference loop's forward: share of op time, ops and nodes per step."""
     host = view.host
-    rows = ((host["step"] >= 0) & host["op_top"] & (host["phase"] == "forward")).to_numpy()
-    if not rows.any():
-        return None
-    dur = host["dur"].to_numpy()[rows].astype("float64")
-    recorded = host["seq"].to_numpy()[rows] >= 0
+    in_forward = ((host["step"] >= 0) & (host["phase"] == "forward") & (host["cat"] == "cpu_op")).to_numpy()
+    top = in_forward & host["op_top"].to_numpy()
+    if not top.any():
+        return {}
+    steps = max(view.step_count, 1)
+    dur = host["dur"].to_numpy()[top].astype("float64")
+    seq = host["seq"].to_numpy()
+    recorded = seq[top] >= 0
     total = dur.sum()
-    share = float(dur[recorded].sum() / total) if total > 0 else float(recorded.mean())
-    return share, float(rows.sum()) / max(view.step_count, 1)
+    # Nested ops share their outer op's number when only the outer one records (one node): count numbers, not ops.
+    nodes = len(np.unique(seq[in_forward & (seq >= 0)])) / steps
+    out: dict[str, Any] = {
+        "workload.autograd_share": float(dur[recorded].sum() / total) if total > 0 else float(recorded.mean()),
+        "workload.forward_ops_per_step": float(top.sum()) / steps,
+        "workload.autograd_nodes_per_step": nodes,
+    }
+    cost = (view.run_meta.get("host_costs") or {}).get("autograd_us")
+    if cost is not None:
+        out["autograd.us_per_op"] = float(cost)
+        out["workload.autograd_ms"] = nodes * float(cost) / 1e3
+        step = step_ms(view)
+        out["workload.autograd_step_share"] = out["workload.autograd_ms"] / step if step else 0.0
+    return out
 
 
 @analyzer("workload", needs=("cpu_op",), provides=PROVIDES)
@@ -89,7 +116,5 @@ def workload(view: TraceView) -> dict[str, Any]:
         out["optimizer.closure"] = closure > 0
         out["optimizer.closure_ms"] = closure / max(view.step_count, 1) / NS_PER_MS
     elif kind == "inference":
-        measured = _autograd_share(view)
-        if measured is not None:
-            out["workload.autograd_share"], out["workload.forward_ops_per_step"] = measured
+        out.update(_autograd(view))
     return out

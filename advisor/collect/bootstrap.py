@@ -177,6 +177,7 @@ class Child:
             "trace": self.trace_path.name if self.trace_path.exists() else None,
             "environment": describe_environment(),
             "threads_at_capture": d.capture_threads if d else None,
+            "host_costs": d.host_costs if d else None,
             # what the window recorded: none, partial (the script ended inside it) or complete
             "profile": d.recorded if d else "none",
         })

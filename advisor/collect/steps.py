@@ -53,6 +53,7 @@ import torch
 from advisor.collect.backends import Backend
 from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import thread_settings
+from advisor.collect.host_costs import measure_host_costs
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_grad_scaler
 from advisor.collect.source_marker import SourceMarker
 
@@ -86,6 +87,8 @@ class StepDriver:
         self.timings: dict[str, float] = {}
         #: torch threads and OMP_NUM_THREADS when the recording began (scripts often set them)
         self.capture_threads: dict[str, Any] | None = None
+        #: per-op host costs of this process, measured just before the recording (advisor.collect.host_costs)
+        self.host_costs: dict[str, float] | None = None
         #: what the backend recorded: "none", "partial" (the script ended inside the window) or "complete"
         self.recorded = "none"
         self._lead_optimizer: int | None = None
@@ -244,6 +247,7 @@ class StepDriver:
             self.timings["warmup_start"] = self._now()
         if new == "active":
             self.capture_threads = thread_settings()
+            self.host_costs = measure_host_costs()
             self.backend.start(self.step)
             self.timings["capture_start"] = self._now()
         if new == "done":

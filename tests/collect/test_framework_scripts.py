@@ -157,8 +157,9 @@ def test_without_an_optimizer_dataloader_batches_are_the_steps(tmp_path: Path) -
 
 @pytest.mark.parametrize("method", ["auto", "time"])
 def test_time_window_when_nothing_else_marks_a_step(tmp_path: Path, method: str) -> None:
+    # grad on and train mode: a training-style forward, which never opens module steps
     cli, out = _diagnose(tmp_path, "model_only.py", "--steps", method, "--window-start", "1", "--window", "1",
-                         script_args=("--seconds", "60"))
+                         script_args=("--seconds", "60", "--train-mode"))
     assert cli.code == 0, cli.output
     meta = _meta(out)
     assert meta["outcome"] == "captured" and meta["step_method"] == "time" and meta["profile"] == "complete"
@@ -167,6 +168,22 @@ def test_time_window_when_nothing_else_marks_a_step(tmp_path: Path, method: str)
     facts = _facts(out)
     assert facts["steps.method"] == "time" and facts["phases.forward.ms"] > 0
     assert meta["wall_s"] < 60  # stopped after the window, not at the script's end
+
+
+def test_an_inference_loop_steps_by_calls_of_the_model(tmp_path: Path) -> None:
+    cli, out = _diagnose(tmp_path, "model_only.py", "--wait", "2", "--warmup", "1", "--active", "4",
+                         script_args=("--seconds", "60"))
+    assert cli.code == 0, cli.output
+    meta = _meta(out)
+    assert (meta["outcome"], meta["step_method"], meta["profile"]) == ("captured", "module", "complete")
+    assert meta["wall_s"] < 60  # stopped after the window
+    facts = _facts(out)
+    assert facts["steps.method"] == "module" and facts["steps.count"] == 4
+    assert facts["workload.kind"] == "inference"
+    assert facts["phases.forward.share"] > 0.3 and facts["phases.backward.ms"] == facts["phases.optimizer.ms"] == 0
+    verdict = json.loads((out / "diagnoses.json").read_text())["verdict"]
+    assert verdict["status"] != "inconclusive", verdict
+    assert "each step is one call of the model" in (out / "report.md").read_text().replace("\n", " ")
 
 
 def test_dataloader_workers_work_and_are_cleaned_up(tmp_path: Path) -> None:
