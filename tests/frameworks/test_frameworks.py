@@ -11,18 +11,19 @@ the tests check what a correct attribution gives:
   split is forward-only, and no optimizer or backward advice is given.
 
 The thresholds come from timing each script's phases by hand, outside the
-advisor (``time.perf_counter`` around ``training_step``, the backward, the
-closure and ``optimizer.step()`` in a copy of each script). On 2 CPU cores,
-medians of three runs:
+advisor: ``time.perf_counter`` around ``training_step``, the backward, the
+closure and ``optimizer.step()`` (or the fetch and ``model(x)``) in a copy of
+each script. Shares of a step, one intra-op thread (as the runs below), 2 CPU
+cores, medians of two runs:
 
-| script | forward | backward | optimizer update | data / rest |
+| script | forward | backward | optimizer update | data and the rest |
 |---|---|---|---|---|
-| lightning_fit.py | 0.35 | 0.55 | 0.04 | 0.06 |
-| lbfgs_closure.py | 0.37 | 0.55 | 0.05 | 0.03 |
-| hf_trainer.py | 0.38 | 0.56 | 0.04 | 0.02 |
-| accelerate_loop.py | 0.36 | 0.57 | 0.04 | 0.03 |
+| lightning_fit.py | 0.34 | 0.56 | 0.06 | 0.04 |
+| lbfgs_closure.py | 0.42 | 0.42 | 0.12 | 0.04 |
+| hf_trainer.py | 0.45 | 0.47 | 0.02 | 0.06 |
+| accelerate_loop.py | 0.43 | 0.48 | 0.08 | 0.01 |
 | inference_loop.py | 0.98 | 0 | 0 | 0.02 |
-| eval_loop.py | 0.80 | 0 | 0 | 0.20 |
+| eval_loop.py | 0.91 | 0 | 0 | 0.01 (the fetch) |
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ SCRIPTS = Path(__file__).parent / "scripts"
 # the default schedule's cost
 SCHEDULE = ("--wait", "2", "--warmup", "1", "--active", "3")
 ACTIVE = 3
+# One intra-op thread. With two on a 2-core machine that other processes share, every parallel op waits at a
+# barrier for a thread the OS has descheduled: steps take 2-10x longer and the phases made of many small ops
+# (the optimizer's update) swell most, so the split would measure the machine's load, not the attribution.
+ENV = {"OMP_NUM_THREADS": "1"}
 
 #: the package each script needs beyond torch
 NEEDS = {"lightning_fit": "lightning", "hf_trainer": "transformers", "accelerate_loop": "accelerate"}
@@ -81,7 +86,7 @@ def diagnosed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], RunOu
             start = time.monotonic()
             # --no-escalate: these runs test the framework stage's attribution, not the later stages
             cli = run_cli("diagnose", str(SCRIPTS / f"{script}.py"), "--out", str(out), "-q", "--no-escalate",
-                          *SCHEDULE, "--", *ARGS[script], cwd=base)
+                          *SCHEDULE, "--", *ARGS[script], cwd=base, env=ENV)
             runs[script] = RunOutput(out, cli, time.monotonic() - start)
         run = runs[script]
         assert run.cli.code == 0, run.cli.output
@@ -113,11 +118,11 @@ def test_closure_loops_give_forward_and_backward_their_time(diagnosed: Callable[
     facts = run.facts
     assert facts["steps.method"] == "optimizer" and facts["steps.count"] == ACTIVE
     split = _split(facts)
-    # by hand: forward about 0.35, backward 0.55, the update itself 0.05 of the step
+    # by hand: forward 0.34-0.42, backward 0.42-0.56, the update itself 0.06-0.12 of the step
     assert facts["phases.forward.ms"] > 0 and facts["phases.forward.share"] >= 0.15, split
-    assert facts["phases.backward.ms"] > 0 and facts["phases.backward.share"] >= 0.25, split
+    assert facts["phases.backward.ms"] > 0 and facts["phases.backward.share"] >= 0.2, split
     # the optimizer phase is the update alone, not the closure it called
-    assert facts["phases.optimizer.share"] <= 0.20, split
+    assert facts["phases.optimizer.share"] <= 0.25, split
     assert facts["phases.optimizer.share"] * 3 <= facts["phases.forward.share"] + facts["phases.backward.share"], split
 
 
@@ -144,10 +149,10 @@ def test_framework_loops_split_correctly(diagnosed: Callable[[str], RunOutput], 
     facts = run.facts
     assert facts["steps.method"] == "optimizer" and facts["steps.count"] == ACTIVE
     split = _split(facts)
-    # by hand: forward about 0.37, backward 0.56, optimizer.step() 0.04 of the step
+    # by hand: forward 0.43-0.45, backward 0.47-0.48, optimizer.step() 0.02-0.08 of the step
     assert facts["phases.forward.ms"] > 0 and facts["phases.forward.share"] >= 0.15, split
-    assert facts["phases.backward.ms"] > 0 and facts["phases.backward.share"] >= 0.25, split
-    assert facts["phases.optimizer.share"] <= 0.20, split
+    assert facts["phases.backward.ms"] > 0 and facts["phases.backward.share"] >= 0.2, split
+    assert facts["phases.optimizer.share"] <= 0.2, split
     assert facts.get("optimizer.closure") is False  # optimizer.step() is called without one
     assert facts.get("workload.kind") == "training"
 
@@ -164,10 +169,10 @@ def test_framework_loops_raise_no_false_alarm(diagnosed: Callable[[str], RunOutp
 def test_inference_loop_steps_are_its_model_calls(diagnosed: Callable[[str], RunOutput]) -> None:
     run = diagnosed("inference_loop")
     facts = run.facts
-    assert facts["steps.method"] == "module" and facts["steps.count"] >= ACTIVE
+    assert facts.get("steps.method") == "module" and facts.get("steps.count", 0) >= ACTIVE
     assert facts.get("workload.kind") == "inference"
     # by hand: model(x) is 0.98 of each iteration
-    assert facts["phases.forward.share"] >= 0.5, _split(facts)
+    assert facts["phases.forward.share"] >= 0.8, _split(facts)
     assert facts["phases.backward.ms"] == 0 and facts["phases.optimizer.ms"] == 0, _split(facts)
 
 
@@ -175,8 +180,8 @@ def test_inference_loop_gets_a_verdict(diagnosed: Callable[[str], RunOutput]) ->
     run = diagnosed("inference_loop")
     verdict = run.json("diagnoses.json")["verdict"]
     assert verdict["status"] != "inconclusive", verdict["headline"]
+    # (inference advice, batching or torch.compile say, may be right here; optimizer advice never is)
     assert not [rule for rule in _rule_ids(run) if rule.startswith("OPT")]
-    assert not _serious(run)
 
 
 def test_eval_loop_steps_are_its_batches(diagnosed: Callable[[str], RunOutput]) -> None:
@@ -184,8 +189,9 @@ def test_eval_loop_steps_are_its_batches(diagnosed: Callable[[str], RunOutput]) 
     facts = run.facts
     assert facts["steps.method"] == "dataloader" and facts["steps.count"] == ACTIVE
     assert facts.get("workload.kind") == "inference"
-    # by hand: the forward is 0.80 of a batch, fetching it 0.20
-    assert facts["phases.forward.share"] >= 0.4, _split(facts)
+    # by hand: the forward is 0.91 of a batch, fetching it 0.01 (DL001 would start at 0.15)
+    assert facts["phases.forward.share"] >= 0.6, _split(facts)
+    assert facts["phases.dataloader.share"] < 0.15, _split(facts)
     assert facts["phases.backward.ms"] == 0 and facts["phases.optimizer.ms"] == 0, _split(facts)
 
 
@@ -193,5 +199,5 @@ def test_eval_loop_gets_no_training_advice(diagnosed: Callable[[str], RunOutput]
     run = diagnosed("eval_loop")
     verdict = run.json("diagnoses.json")["verdict"]
     assert verdict["status"] != "inconclusive", verdict["headline"]
+    # (inference advice, batching or torch.compile say, may be right here; optimizer advice never is)
     assert not [rule for rule in _rule_ids(run) if rule.startswith("OPT")]
-    assert not _serious(run)
