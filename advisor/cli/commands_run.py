@@ -36,7 +36,7 @@ def diagnose(
                         "(inference: under no_grad or in eval mode), or a time window; auto tries them in that order.")] = StepMethod.auto,
     window_start: Annotated[float, typer.Option(
         min=0, help="Time window: seconds before recording, counted from the script's start (--steps time) "
-                    "or from its first nn.Module call (auto).")] = 10.0,
+                    "or from the return of its first nn.Module call (auto).")] = 10.0,
     window: Annotated[float, typer.Option(min=0.1, help="Time window: seconds to record.")] = 5.0,
     run_to_end: Annotated[bool, typer.Option(help="Let the script run to its end after the profile is written.")] = False,
     timeout: Annotated[Optional[float], typer.Option(min=1, help="Stop the script after this many seconds, "

@@ -199,6 +199,8 @@ class PhaseLabels:
 
     # forward -------------------------------------------------------------------
     def _forward_pre(self, module: torch.nn.Module, args: Any) -> None:
+        if torch.compiler.is_compiling():
+            return  # dynamo traces global hooks: a range here would break the user's graph at every module
         if self._depth == 0:
             if self.current == "backward":
                 self._recompute_pre()
@@ -217,6 +219,8 @@ class PhaseLabels:
                 self._module_stack.append(rng)
 
     def _forward_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
         if self.current == "backward":
             self._recompute_post()
             return

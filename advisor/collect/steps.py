@@ -15,7 +15,7 @@ A *step* is recognised, in this order of preference:
    ``inference_mode``) or in eval mode; a training forward never opens it.
 4. ``time``: a window of ``window_s`` seconds. With ``--steps time`` it opens
    ``window_start_s`` seconds after the script starts; in ``auto`` mode,
-   ``window_start_s`` after the first nn.Module call, if neither of the above
+   ``window_start_s`` after the first nn.Module call returns, if neither of the above
    was seen by then. (Not after the script's start: a long set-up before the
    first optimizer step would be recorded instead of training.) A script
    that calls no nn.Module needs ``--steps time``.
@@ -197,6 +197,8 @@ class StepDriver:
                 handle.remove()
 
     def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
         if self._model is not None:
             if module is self._model and self.method == "module":
                 self._boundary()
@@ -212,6 +214,8 @@ class StepDriver:
         self._module_depth += 1
 
     def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
         if self._model is None and self._module_depth > 0:
             self._module_depth -= 1
 
@@ -373,12 +377,16 @@ class _WindowClock:
         self.timer = timer
         self._stopped = threading.Event()
         self._probe: Any = None
+        self._returned: Any = None
         self._handler_installed = False
 
     def start(self) -> None:
         from torch.nn.modules import module as nn_module
 
         self._probe = nn_module.register_module_forward_pre_hook(self._on_model_call)
+        # The window is timed from the first module call's *return*: a torch.compile'd model's first call
+        # compiles for as long as it takes, and the window must not open on the compilation.
+        self._returned = nn_module.register_module_forward_hook(self._on_model_return, always_call=True)
         if not self.timer or self.driver.cfg.mode != "kineto":
             # In nvtx mode no signal handler (see _signals_held): module calls drive the window.
             return
@@ -393,13 +401,24 @@ class _WindowClock:
         if self._probe is not None:
             self._probe.remove()
             self._probe = None
+        if self._returned is not None:
+            self._returned.remove()
+            self._returned = None
         if self._handler_installed and signal.getsignal(signal.SIGALRM) == self._on_alarm:
             signal.signal(signal.SIGALRM, signal.SIG_DFL)
         self._handler_installed = False
 
     def _on_model_call(self, module: torch.nn.Module, args: Any) -> None:
+        if not torch.compiler.is_compiling():
+            self.driver.poll_time()
+
+    def _on_model_return(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if torch.compiler.is_compiling():
+            return
         self.driver.model_called()
-        self.driver.poll_time()
+        if self._returned is not None:
+            self._returned.remove()
+            self._returned = None
 
     def _on_alarm(self, signum: int, frame: Any) -> None:
         if not self._stopped.is_set():
