@@ -26,8 +26,8 @@ class MixerBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.norm(x)
         if self.keep_layout:  # x: (tokens, batch, channels); token mixing is one matmul over a view
-            mixed = self.token_mix.weight @ h.view(h.shape[0], -1)
-            h = mixed.view_as(h) + self.token_mix.bias[:, None, None]
+            mixed = torch.addmm(self.token_mix.bias[:, None], self.token_mix.weight, h.view(h.shape[0], -1))
+            h = mixed.view_as(h)
         else:  # x: (batch, tokens, channels)
             h = h.transpose(1, 2).contiguous()                 # (batch, channels, tokens)
             h = self.token_mix(h)
@@ -42,9 +42,9 @@ def main() -> None:
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    model = nn.Sequential(*[MixerBlock(64, 256, args.keep_layout) for _ in range(4)])
+    model = nn.Sequential(*[MixerBlock(16, 64, args.keep_layout) for _ in range(4)])
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    x = torch.randn(32, 64, 256)
+    x = torch.randn(256, 16, 64)
     if args.keep_layout:
         x = x.transpose(0, 1).contiguous()  # once, before training: (tokens, batch, channels)
     for step in range(args.steps):

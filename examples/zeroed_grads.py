@@ -24,7 +24,7 @@ def main() -> None:
 
     torch.manual_seed(0)
     model = nn.Sequential(*[layer for _ in range(6) for layer in (nn.Linear(1024, 1024), nn.ReLU())])
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(16, 1024)
     for step in range(args.steps):
         optimizer.zero_grad(set_to_none=args.set_to_none)
