@@ -67,15 +67,16 @@ PROVIDES = (
 def find_chains(view: TraceView, ops: OpRows) -> list[tuple[np.ndarray, int]]:
     """Each chain's outermost forward op rows (first matmul to second matmul), and the row of its softmax."""
     host = view.host
-    names = ops.names
     top = ops.in_step & host["op_top"].to_numpy() & (host["phase"] != "backward").to_numpy()
     top &= ~view.host_names(lambda n: n.startswith("autograd::"), bool)
     module = host["module"].cat.codes.to_numpy()
     tids = host["tid"].to_numpy()
     chains = []
+    kinds = np.where(view.host_names(SOFTMAX.__contains__, bool), 2,
+                     np.where(view.host_names(MATMUL.__contains__, bool), 1, 0)).astype("int8")
     for tid in np.unique(tids[top]):
         seq = np.flatnonzero(top & (tids == tid))
-        kind = np.array([2 if names[r] in SOFTMAX else 1 if names[r] in MATMUL else 0 for r in seq], "int8")
+        kind = kinds[seq]
         for i in np.flatnonzero(kind == 2):
             first = _nearest(kind, i, -1, BEFORE)
             last = _nearest(kind, i, 1, AFTER)

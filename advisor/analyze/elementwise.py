@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from advisor.analyze import groups
 from advisor.analyze.common import NS_PER_MS, step_ms
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.op_cost import OpRows, backward_nodes, by_site, cost_basis, cost_ns, op_rows, where_text
@@ -76,31 +77,28 @@ PROVIDES = (
 def find_chains(view: TraceView, ops: OpRows) -> list[np.ndarray]:
     """Each run's elementwise op rows (outermost forward ops of one function and module, in time order)."""
     host = view.host
-    names = ops.names
     phase = host["phase"].to_numpy(dtype=object)
     top = ops.in_step & host["op_top"].to_numpy() & ~np.isin(phase, SKIPPED_PHASES)
-    top &= ~view.host_names(lambda n: n.startswith("autograd::"), bool)
-    place = [host[c].cat.codes.to_numpy() for c in ("module", "src_file", "src_func")]
+    top &= ~view.host_names(lambda n: n.startswith("autograd::"), bool) & ~view.host_names(TRANSPARENT.__contains__, bool)
+    is_elementwise = view.host_names(ELEMENTWISE.__contains__, bool)
+    # one key per place: a run may not cross a module, file or function
+    place = groups.group_ids(*(host[c].cat.codes.to_numpy() for c in ("module", "src_file", "src_func")))[0]
     tids = host["tid"].to_numpy()
     chains: list[np.ndarray] = []
     for tid in np.unique(tids[top]):
-        run: list[int] = []
-        for r in np.flatnonzero(top & (tids == tid)):
-            name = names[r]
-            if name in TRANSPARENT:
-                continue
-            if name in ELEMENTWISE and (not run or all(p[r] == p[run[0]] for p in place)):
-                run.append(int(r))
-                continue
-            _close(run, chains)
-            run = [int(r)] if name in ELEMENTWISE else []
-        _close(run, chains)
+        seq = np.flatnonzero(top & (tids == tid))
+        ew = is_elementwise[seq]
+        # a new run starts at an elementwise op whose predecessor is not elementwise or is elsewhere
+        prev_ew = np.r_[False, ew[:-1]]
+        same_place = np.r_[False, place[seq][1:] == place[seq][:-1]]
+        starts = np.flatnonzero(ew & ~(prev_ew & same_place))
+        for a in starts:
+            b = a + 1
+            while b < len(seq) and ew[b] and place[seq[b]] == place[seq[a]]:
+                b += 1
+            if b - a >= MIN_OPS:
+                chains.append(seq[a:b].astype("int64"))
     return chains
-
-
-def _close(run: list[int], chains: list[np.ndarray]) -> None:
-    if len(run) >= MIN_OPS:
-        chains.append(np.asarray(run, "int64"))
 
 
 @analyzer("elementwise", needs=("cpu_op",), provides=PROVIDES)
