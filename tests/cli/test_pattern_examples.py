@@ -1,0 +1,76 @@
+"""`advisor diagnose` on the trace-pattern examples and their fixed twins.
+
+Each example plants one pattern (examples/calibration.yaml lists them with the arguments of the fixed
+twin): the slow run must be diagnosed with its rule, pointing at the planted line, and the fixed run,
+which applies exactly the rule's advice, must not be. No other trace-pattern rule may fire on either
+run. Short schedules keep each run to a few seconds of profiling.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import EXAMPLES, RunOutput, run_cli
+
+pytestmark = pytest.mark.slow
+
+PATTERN_RULES = {"CPU002", "CPU003", "CPU004", "OPT002", "CMP001", "CMP002"}
+# example -> (rule, fix arguments, a text on the planted line, a word the fix must contain)
+PLANTED = {
+    "strided_copies": ("CPU002", ["--keep-layout"], "h = h.transpose(1, 2).contiguous()", "layout"),
+    "zeroed_grads": ("OPT002", ["--set-to-none"], "optimizer.zero_grad(set_to_none=args.set_to_none)", "set_to_none=True"),
+    "unfused_gelu": ("CPU004", ["--builtin"], "return 0.5 * x * (1.0 + torch.tanh(", "F.gelu"),
+    "manual_attention": ("CPU003", ["--sdpa"], "y = torch.softmax(scores, dim=-1) @ v", "scaled_dot_product_attention"),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], RunOutput]:
+    base = tmp_path_factory.mktemp("patterns")
+    out: dict[tuple[str, str], RunOutput] = {}
+    for name, (_, fix, _, _) in PLANTED.items():
+        for kind, args in (("slow", []), ("fixed", ["--", *fix])):
+            run_dir = base / f"{name}-{kind}"
+            start = time.monotonic()
+            cli = run_cli("diagnose", str(EXAMPLES / f"{name}.py"), "--out", str(run_dir), "--no-escalate",
+                          "--wait", "1", "--warmup", "1", "--active", "3", *args, cwd=base)
+            out[(name, kind)] = RunOutput(run_dir, cli, time.monotonic() - start)
+    return out
+
+
+def _lines(where: str, file: str) -> list[int]:
+    return [int(part.strip().split(":")[1].split()[0]) for part in where.split(";") if part.strip().startswith(file)]
+
+
+@pytest.mark.parametrize("example", sorted(PLANTED))
+def test_planted_pattern_is_diagnosed_at_its_line(runs, example: str) -> None:
+    rule_id, _, marker, fix_word = PLANTED[example]
+    run = runs[(example, "slow")]
+    assert run.cli.code == 0, run.cli.output
+    found = {d["rule_id"]: d for d in run.diagnoses}
+    assert rule_id in found, [d["rule_id"] for d in run.diagnoses]
+    assert set(found) & PATTERN_RULES == {rule_id}, sorted(found)
+    diagnosis = found[rule_id]
+    assert diagnosis["impact_ms"] and 0 < diagnosis["impact_ms"] < run.facts["steps.time_ms"]
+    assert fix_word in diagnosis["fix"] + diagnosis["fix_code"]
+    planted = {i for i, line in enumerate((EXAMPLES / f"{example}.py").read_text().splitlines(), 1) if marker in line}
+    assert planted & set(_lines(diagnosis["where"], f"{example}.py")), (diagnosis["where"], planted)
+
+
+@pytest.mark.parametrize("example", sorted(PLANTED))
+def test_fixed_twin_is_not_diagnosed(runs, example: str) -> None:
+    run = runs[(example, "fixed")]
+    assert run.cli.code == 0, run.cli.output
+    assert not {d["rule_id"] for d in run.diagnoses} & PATTERN_RULES, [d["rule_id"] for d in run.diagnoses]
+    assert run.facts["steps.count"] == 3
+
+
+def test_healthy_control_has_no_pattern(diagnosed_examples) -> None:
+    run = diagnosed_examples["healthy"]
+    assert not {d["rule_id"] for d in run.diagnoses} & PATTERN_RULES
+    facts = run.facts
+    assert facts["layout_copies.share"] < 0.02 and facts["attention.unfused_per_step"] == 0
+    assert facts["zero_grad.calls_per_step"] == 0
+    assert facts["elementwise.chains_per_step"] == 0 and "compile.regions_per_step" not in facts
