@@ -27,9 +27,6 @@ from advisor.analyze import (  # noqa: F401
     system_osrt,
     system_timeline,
     trace_info,
-<<<<<<< HEAD
     workload,
-=======
     zero_grad,
->>>>>>> ktrace
 )
