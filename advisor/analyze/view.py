@@ -396,12 +396,18 @@ class TraceView:
         Autograd runs ``autograd::engine::evaluate_function: XBackward0`` with the
         sequence number of the forward op that recorded X; everything below it
         is that op's backward, so it is charged to the forward op's line rather
-        than to the ``loss.backward()`` call.
+        than to the ``loss.backward()`` call. Autograd's work is never a direct call
+        of the line it is charged to: rows that find no forward op (``AccumulateGrad``
+        of a leaf) stay charged to ``loss.backward()``, but not as its direct calls.
         """
         seq = host["seq"]
         via = np.zeros(len(seq), bool)
         is_op = np.asarray(host["cat"] == "cpu_op")
-        is_bwd = self.host_names(_is_backward_function, bool) & (seq >= 0)
+        engine = self.host_names(_is_backward_function, bool)
+        if not engine.any():
+            return via
+        direct[engine | (intervals.enclosing(parent, depth, engine) >= 0)] = False
+        is_bwd = engine & (seq >= 0)
         if not is_bwd.any():
             return via
         under_bwd = intervals.enclosing(parent, depth, is_bwd)

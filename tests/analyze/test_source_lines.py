@@ -37,7 +37,7 @@ def _backward(name: str, ts: float, seq: int) -> dict:
 def loop_trace(model_inside: bool = False) -> dict:
     """One 10 ms step of ``train.py``: a model call, then three iterations of a per-sample loop (line 20 calls
     ``exp``, line 21 ``sum`` and ``add``, 40 us each, every iteration 300 us), then ``loss.backward()``:
-    the loop's nine backward functions, 100 us apart, and the model's. ``model_inside`` puts another model
+    the loop's nine backward functions, 100 us apart, the model's and a leaf's. ``model_inside`` puts another model
     call between the second and the third iteration."""
     events = [_x("user_annotation", "ProfilerStep#1", 0, 10000),
               _label(42, "main", 100, 500, direct=False), _op("aten::linear", 110, 480, 1)]
@@ -55,6 +55,8 @@ def loop_trace(model_inside: bool = False) -> dict:
     events += [_backward(name, 3010 + 100 * k, seq) for k, (name, seq) in enumerate(order)]
     events.append(_x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 4000, 200,
                      **{"Sequence number": 1}))
+    # a leaf's gradient: no forward op to charge it to, so it stays with loss.backward()
+    events.append(_x("cpu_op", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 4300, 30))
     return {"traceEvents": events}
 
 
@@ -109,6 +111,8 @@ def test_labels_say_which_calls_are_direct_and_backward_work_inherits_it(tmp_pat
     # autograd's work is charged to the forward op's line, direct like the forward call
     assert ops["autograd::engine::evaluate_function: ExpBackward0"] == (20, True)
     assert ops["autograd::engine::evaluate_function: AddmmBackward0"] == (42, False)
+    # loss.backward() is the line's own call, but autograd's work below it is not
+    assert ops["autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"] == (44, False)
 
 
 def test_frames_say_which_calls_are_direct(tmp_path) -> None:
@@ -133,7 +137,7 @@ def test_a_loop_costs_its_span_and_its_backward_less_the_batched_calls(tmp_path)
     # sum and add once (40 us each), SumBackward0 and AddBackward0 once (50 us each)
     assert line["batched_ms"] == pytest.approx(0.180)
     assert loops[20]["span_ms"] == pytest.approx(0.640) and loops[20]["backward_ms"] == pytest.approx(0.650)
-    assert 42 not in loops  # no direct calls
+    assert 42 not in loops and 44 not in loops  # no direct calls: a model's op, and autograd's work
     by_ops = {row["line"]: row for row in facts["lines.by_ops"]}
     assert by_ops[42]["ops_per_step"] == 2 and by_ops[42]["direct_ops_per_step"] == 0
     assert by_ops[21]["ops_per_step"] == 12 and by_ops[21]["direct_ops_per_step"] == 6
