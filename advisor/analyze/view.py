@@ -42,7 +42,8 @@ import numpy as np
 import pandas as pd
 
 from advisor.analyze import intervals, names as by_name
-from advisor.analyze.source import is_user_frame, parse_module_name, parse_python_frame, parse_source_label
+from advisor.analyze.source import (is_user_frame, parse_module_name, parse_python_frame, parse_source_label,
+                                    python_frame_kind)
 from advisor.load.kineto import KinetoTrace
 from advisor.naming import PARTIAL_STEP, SOURCE_PREFIX, STEP_PREFIX, is_direct_label
 
@@ -82,20 +83,8 @@ def _user_frame(name: str) -> tuple[str, int, str] | None:
     return frame if frame and is_user_frame(frame[0]) else None
 
 
-#: torch's own functions written in Python that a user's line calls (``F.cross_entropy``, ``Tensor.backward``):
-#: their frame is the call itself, not library code between the line and the call
-_API_FILES = ("torch/nn/functional.py", "torch/functional.py", "torch/_tensor.py")
+#: how many of torch's Python API functions may wrap one another around a call (F.mse_loss -> broadcast_tensors)
 _MAX_API_DEPTH = 4
-
-
-def _frame_kind(name: str) -> int:
-    """0: not a frame of Python code (a C function, ``<built-in method exp ...>``, or the profiler's
-    ``nn.Module: Linear_0`` marker); 1: a frame of Python code, ``file(line): func``; 2: one of torch's API
-    functions written in Python (:data:`_API_FILES`)."""
-    frame = parse_python_frame(name)
-    if frame is None:
-        return 0
-    return 2 if frame[0].endswith(_API_FILES) else 1
 
 
 def _direct_calls(row: np.ndarray, parent: np.ndarray, depth: np.ndarray, src_idx: np.ndarray, py_idx: np.ndarray,
@@ -112,6 +101,8 @@ def _direct_calls(row: np.ndarray, parent: np.ndarray, depth: np.ndarray, src_id
     direct = np.zeros(len(row), bool)
     labelled = src_idx >= 0
     direct[labelled] = direct_label[row[src_idx[labelled]]]
+    if not (frame_kind > 0).any():
+        return direct
     code_idx = intervals.enclosing(parent, depth, frame_kind > 0)
     for _ in range(_MAX_API_DEPTH):  # past the API functions' own frames (one may call another), to their caller
         api = (code_idx >= 0) & (frame_kind[np.maximum(code_idx, 0)] == 2)
@@ -350,7 +341,7 @@ class TraceView:
         for i in self._host_used:
             name = uniques[i]
             label, frame, module = _source_label(name), _user_frame(name), parse_module_name(name)
-            frame_kind[i] = _frame_kind(name)
+            frame_kind[i] = python_frame_kind(name)
             if label is not None:
                 is_label[i] = True
                 direct_label[i] = is_direct_label(name)
