@@ -1,6 +1,7 @@
 """How the training loop waits for data: time per step, workers, the loop's line, and the step once loading overlaps.
 
-``dataloader.hidden_step_ms`` models the step after the fix DL001 asks for. With batches loaded in the
+``dataloader.remaining_ms`` models the step after the fix DL001 asks for: how far it stays above the
+training alone. With batches loaded in the
 training process (``num_workers=0``), the fix moves the loading into worker processes, one per core
 (``dataloader.cores``: the machine's cores per training process, from run.json). They run beside the
 training, so the step becomes the longest of
@@ -42,8 +43,9 @@ PROVIDES = (
     FactSpec("dataloader.train_threads", "count",
              "threads the training's operators run on (torch intra-op threads, at most the cores; 1 on a GPU)"),
     FactSpec("dataloader.compute_ms", "ms", "the step less its data wait: the training's own time per step"),
-    FactSpec("dataloader.hidden_step_ms", "ms",
-             "the step time expected once loading keeps ahead of the training (worker processes beside it)"),
+    FactSpec("dataloader.remaining_ms", "ms",
+             "data loading's cost per step once it keeps ahead of the training (workers beside it): how far the "
+             "step stays above the training alone"),
 )
 
 
@@ -102,7 +104,7 @@ def _cores(view: TraceView) -> tuple[int | None, int]:
 
 
 def _overlap(view: TraceView, fetches: np.ndarray, multiprocess: bool) -> dict[str, Any]:
-    """The step once loading keeps ahead of the training (see the module's docstring)."""
+    """What loading still costs once it keeps ahead of the training (see the module's docstring)."""
     host = view.host
     steps = max(view.step_count, 1)
     durs = host["dur"].to_numpy()[fetches]
@@ -112,17 +114,18 @@ def _overlap(view: TraceView, fetches: np.ndarray, multiprocess: bool) -> dict[s
     ready = float(durs.min()) / NS_PER_MS
     out: dict[str, Any] = {"dataloader.ready_fetch_ms": ready, "dataloader.compute_ms": compute}
     if multiprocess:
-        out["dataloader.hidden_step_ms"] = step - max(wait - ready * len(fetches) / steps, 0.0)
+        out["dataloader.remaining_ms"] = min(ready * len(fetches) / steps, wait)
         return out
     cores, threads = _cores(view)
     if cores is None:
-        out["dataloader.hidden_step_ms"] = compute
+        out["dataloader.remaining_ms"] = 0.0
         return out
     threads = 1 if view.trace.has_gpu else threads
     on_main = (host["tid"] == view.main_tid).to_numpy() & (host["step"] >= 0).to_numpy() & host["op_top"].to_numpy()
     op_ms = float(host["dur"].to_numpy()[on_main & (host["phase"] != "dataloader").to_numpy()].sum()) / steps / NS_PER_MS
     op_ms = min(op_ms, compute)
     train_cpu = threads * op_ms + (compute - op_ms)
+    step_after = max(compute, wait / cores, (train_cpu + wait) / cores)
     out.update({"dataloader.cores": cores, "dataloader.train_threads": threads,
-                "dataloader.hidden_step_ms": max(compute, wait / cores, (train_cpu + wait) / cores)})
+                "dataloader.remaining_ms": step_after - compute})
     return out
