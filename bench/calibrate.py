@@ -9,7 +9,9 @@ any extra ``advisor diagnose`` options), and ``--repeat`` times over: run
 with the same options, then ``advisor compare`` on the pair. Per row it
 prints whether the rule fired on every slow run and stayed quiet on every
 fixed one, the estimated gain (the rule's ``impact_ms`` on the slow run), the
-measured gain, the error and PASS/FAIL against +-30%.
+measured gain, the error and PASS/FAIL against +-30% (a rule that did not
+fire fails; one that fires again after the fix is shown, not failed: the
+fixed twin may hold a smaller problem of the same kind).
 
 The measured gain is the fall of the mean step time from the slow run to the
 fixed one (compare.json ``step.delta``, negated): that is what the user gets
@@ -127,7 +129,9 @@ def summarise(row: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any
     error = (estimate - measured) / measured if estimate is not None and measured else None
     fired = all(p["fired"] for p in pairs)
     quiet = all(p["quiet_after"] for p in pairs)
-    ok = fired and quiet and error is not None and abs(error) <= TOLERANCE
+    # Firing again after the fix is reported, not failed: the fixed twin may still hold a smaller problem of
+    # the same kind (a fused optimizer over 800 tiny tensors is still most of a tiny model's step).
+    ok = fired and error is not None and abs(error) <= TOLERANCE
     return {"example": row["example"], "rule": row["rule"], "pairs": pairs, "fired": fired, "quiet_after": quiet,
             "estimate_ms": estimate, "measured_ms": measured,
             "target": next((p["target"] for p in pairs if p["target"]), None),
@@ -155,7 +159,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
         print(f"{r['example']:<22} {r['rule']:<7} {str(r['fired']).lower():<6} {str(r['quiet_after']).lower():<6} "
               f"{_ms(r['estimate_ms'])} {_ms(r['measured_ms'])} {_ms(r['target_gain_ms']):>9} {error}  {r['result']}")
     print(f"(medians of the pairs; measured = fall of the mean step time; target = fall of the time the diagnosis "
-          f"pointed at, where compare names one; PASS within +-{TOLERANCE:.0%})")
+          f"pointed at, where compare names one; quiet = the rule did not fire on any fixed run; PASS: fired on "
+          f"every slow run and within +-{TOLERANCE:.0%})")
 
 
 def main() -> None:
