@@ -56,16 +56,16 @@ LINE_COLUMNS = {
 }
 LOOP_COLUMNS = {
     **_WHERE,
+    "loop_ms": "ms: span_ms + backward_ms, what the calls and the Python around them cost per step",
+    "span_ms": "ms: per step, wall time from the first to the last of the line's direct calls in each run, "
+               "Python between them included",
+    "backward_ms": "ms: per step, wall time of autograd's backward functions for those calls, first to last in "
+                   "each run",
+    "batched_ms": "ms: estimated cost per step of batched calls replacing them (each distinct operator once per "
+                  "run, forward and backward, at its median duration here)",
     "direct_ops_per_step": "count: forward operator calls per step the line makes itself (not through library code)",
     "avg_op_us": "us: mean duration of one of those calls",
     "runs_per_step": "count: unbroken runs of direct calls per step that hold the line's calls",
-    "span_ms": "ms: per step, wall time from the first to the last of those calls in each run, Python between "
-               "them included",
-    "backward_ms": "ms: per step, wall time of autograd's backward functions for those calls, first to last in "
-                   "each run",
-    "loop_ms": "ms: span_ms + backward_ms, what the calls and the Python around them cost per step",
-    "batched_ms": "ms: estimated cost per step of batched calls replacing them (each distinct operator once per "
-                  "run, forward and backward, at its median duration here)",
     "share": "fraction: loop_ms of the step time",
     "top_op": "text: the operator this line calls directly most",
     "phase": "text: phase the line's direct calls run in most",
@@ -173,11 +173,11 @@ def _loops(view: TraceView, steps: int, mean_step: float) -> list[dict[str, Any]
         back = float(bwd.at[key, "span"]) if key in bwd.index else 0.0
         batched = float(fwd.at[key, "batched"]) + (float(bwd.at[key, "batched"]) if key in bwd.index else 0.0)
         loop_ms = (span + back) / steps / NS_PER_MS
-        out.append({
-            **_where(key, r["exact"]), "direct_ops_per_step": r["calls"] / steps,
-            "avg_op_us": r["dur"] / r["calls"] / 1e3, "runs_per_step": float(fwd.at[key, "runs"]) / steps,
-            "span_ms": span / steps / NS_PER_MS, "backward_ms": back / steps / NS_PER_MS, "loop_ms": loop_ms,
-            "batched_ms": batched / steps / NS_PER_MS, "share": loop_ms / mean_step if mean_step else 0.0,
+        out.append({  # the telling columns first: a report shows as many as fit
+            **_where(key, r["exact"]), "loop_ms": loop_ms, "span_ms": span / steps / NS_PER_MS,
+            "backward_ms": back / steps / NS_PER_MS, "batched_ms": batched / steps / NS_PER_MS,
+            "direct_ops_per_step": r["calls"] / steps, "avg_op_us": r["dur"] / r["calls"] / 1e3,
+            "runs_per_step": float(fwd.at[key, "runs"]) / steps, "share": loop_ms / mean_step if mean_step else 0.0,
             "top_op": str(top_op.get(key, "")), "phase": str(phase.get(key, "")),
         })
     return out
