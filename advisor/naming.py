@@ -12,6 +12,7 @@ import re
 __all__ = [
     "CAPTURE_RANGE",
     "CLOSURE",
+    "DIRECT_MARK",
     "MODULE_PREFIX",
     "PARTIAL_STEP",
     "PHASES",
@@ -19,6 +20,7 @@ __all__ = [
     "RECOMPUTE",
     "SOURCE_PREFIX",
     "STEP_PREFIX",
+    "is_direct_label",
     "module_label",
     "parse_source_label",
     "phase_of_label",
@@ -44,18 +46,27 @@ CLOSURE = "advisor::closure"
 RECOMPUTE = "advisor::recompute"
 
 SOURCE_PREFIX = "advisor::src "
+#: ends the source label of a torch call that the user's line made itself, rather than library code it called
+#: (a model's forward, say): ``advisor::src train.py:57 in augment [direct]``. A loop over samples makes its
+#: calls directly; a line that calls a whole model does not.
+DIRECT_MARK = " [direct]"
 MODULE_PREFIX = "advisor::module "
-_SOURCE = re.compile(r"^advisor::src (?P<file>.+):(?P<line>\d+) in (?P<func>.+)$")
+_SOURCE = re.compile(r"^advisor::src (?P<file>.+):(?P<line>\d+) in (?P<func>.+?)(?: \[direct\])?$")
 
 
-def source_label(path: str, line: int, func: str) -> str:
-    return f"{SOURCE_PREFIX}{path}:{line} in {func}"
+def source_label(path: str, line: int, func: str, direct: bool = False) -> str:
+    return f"{SOURCE_PREFIX}{path}:{line} in {func}" + (DIRECT_MARK if direct else "")
 
 
 def parse_source_label(name: str) -> tuple[str, int, str] | None:
-    """``"advisor::src a/b.py:12 in f"`` -> ``("a/b.py", 12, "f")``."""
+    """``"advisor::src a/b.py:12 in f"`` (or ``... in f [direct]``) -> ``("a/b.py", 12, "f")``."""
     m = _SOURCE.match(name)
     return (m["file"], int(m["line"]), m["func"]) if m else None
+
+
+def is_direct_label(name: str) -> bool:
+    """Whether a source label marks a call the user's line made itself (see :data:`DIRECT_MARK`)."""
+    return name.startswith(SOURCE_PREFIX) and name.endswith(DIRECT_MARK)
 
 
 def module_label(path: str) -> str:

@@ -136,7 +136,10 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
         timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
         traces=[run.relative(t) for t in result.traces], child_command=result.command,
     )
-    meta = {"step_method": result.step_method, "host_costs": first.get("host_costs") or {}}
+    # what the analyzers may read of run.json: how steps were found, and the cores and threads (dataloader.cores)
+    meta = {"step_method": result.step_method, "environment": first.get("environment", {}),
+            "threads_at_capture": first.get("threads_at_capture"), "nproc_per_node": nproc_per_node,
+            "host_costs": first.get("host_costs") or {}}
     traces = load_traces(result.traces)
     findings = analyze_traces(traces, meta)
     framework = TrailEntry("framework", "ran", f"every run starts here; the script {result.outcome}",

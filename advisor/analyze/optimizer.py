@@ -20,6 +20,9 @@ PROVIDES = (
     FactSpec("optimizer.ops_per_step", "count", "outermost operator calls inside optimizer.step() per step"),
     FactSpec("optimizer.foreach", "bool", "the step uses multi-tensor (_foreach_) kernels"),
     FactSpec("optimizer.fused", "bool", "the step uses a fused optimizer kernel"),
+    FactSpec("optimizer.per_param_calls", "count",
+             "outermost operator calls per parameter tensor (for-loop) or per group of tensors (foreach, fused): "
+             "the calls per step over the per-step count most of its operators share"),
     FactSpec("optimizer.site", "text", "the user's line that calls optimizer.step()"),
     FactSpec("optimizer.file", "text", "file of that line"),
     FactSpec("optimizer.line", "count", "line number of that line"),
@@ -37,7 +40,10 @@ def optimizer(view: TraceView) -> dict[str, Any]:
     unique, counts = np.unique(view.host_name_texts[steps].astype(str), return_counts=True)
     out: dict[str, Any] = {"optimizer.name": _STEP.match(str(unique[np.argmax(counts)]))["cls"]}
     in_step = in_steps & (host["phase"] == "optimizer").to_numpy() & (host["cat"] == "cpu_op").to_numpy()
-    out["optimizer.ops_per_step"] = int(host["op_top"].to_numpy()[in_step].sum()) / max(view.step_count, 1)
+    top = in_step & host["op_top"].to_numpy()
+    out["optimizer.ops_per_step"] = int(top.sum()) / max(view.step_count, 1)
+    if top.any():
+        out["optimizer.per_param_calls"] = _per_param_calls(view.host_name_texts[top].astype(str))
     out["optimizer.foreach"] = bool((in_step & view.host_names(lambda n: n.startswith("aten::_foreach_"), bool)).any())
     out["optimizer.fused"] = bool((in_step & view.host_names(lambda n: "_fused_" in n, bool)).any())
     where = call_site_of_rows(view, np.flatnonzero(in_steps & (host["name"] == PHASE_NAMES["optimizer"]).to_numpy()))
@@ -45,3 +51,12 @@ def optimizer(view: TraceView) -> dict[str, Any]:
         out["optimizer.site"] = site(*where)
         out["optimizer.file"], out["optimizer.line"] = where[0], where[1]
     return out
+
+
+def _per_param_calls(names: np.ndarray) -> float:
+    """Calls per parameter tensor: the for-loop implementation runs the same operators once per tensor, so
+    the count most of them share is the number of tensors (a foreach or fused step runs each once per group)."""
+    _, counts = np.unique(names, return_counts=True)
+    values, shared = np.unique(counts, return_counts=True)
+    tensors = values[np.argmax(shared)]  # on a tie, the smaller count
+    return float(len(names) / tensors)

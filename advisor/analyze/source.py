@@ -19,7 +19,7 @@ import sys
 
 from advisor.naming import MODULE_PREFIX, parse_source_label
 
-__all__ = ["is_user_frame", "parse_module_name", "parse_python_frame", "parse_source_label"]
+__all__ = ["is_user_frame", "parse_module_name", "parse_python_frame", "parse_source_label", "python_frame_kind"]
 
 _FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.+)$")
 _LIB_MARKERS = ("site-packages/", "dist-packages/", "/lib/python3", "<frozen", "<built-in", "<string>")
@@ -52,3 +52,18 @@ def parse_module_name(name: str) -> str | None:
     if name.startswith("nn.Module: "):
         return name[len("nn.Module: "):]
     return None
+
+
+#: torch's own functions written in Python that a user's line calls (``F.cross_entropy``, ``Tensor.backward``):
+#: their frame is the call itself, not library code between the line and the call
+_API_FILES = ("torch/nn/functional.py", "torch/functional.py", "torch/_tensor.py")
+
+
+def python_frame_kind(name: str) -> int:
+    """0: not a frame of Python code (a C function, ``<built-in method exp ...>``, or the profiler's
+    ``nn.Module: Linear_0`` marker); 1: a frame of Python code, ``file(line): func``; 2: one of torch's API
+    functions written in Python (:data:`_API_FILES`)."""
+    frame = parse_python_frame(name)
+    if frame is None:
+        return 0
+    return 2 if frame[0].endswith(_API_FILES) else 1

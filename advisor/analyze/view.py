@@ -13,8 +13,11 @@ and derives, once and lazily, what several analyzers need:
     Host events (cpu_op, user_annotation, python_function, cuda_runtime,
     cuda_driver) with their nesting (parent, depth), op self time
     (``self_ns``, cpu_op only), step index, phase, and where known the
-    user's source line (``src_file``, ``src_line``, ``src_func``) and the
-    ``module`` path. Of the events' columns it carries only
+    user's source line (``src_file``, ``src_line``, ``src_func``; ``src_exact``:
+    the line is the call site, not the function's first line; ``src_direct``:
+    the line made the call itself, not through library code below it;
+    ``src_via``: "backward" for autograd's work charged to the forward op's
+    line) and the ``module`` path. Of the events' columns it carries only
     :data:`HOST_COLUMNS` (``cat`` and ``name`` stay Categoricals); ``event``
     is each row's index in ``events``, for any other column
     (:meth:`TraceView.host_column`). Texts (``src_file``, ``src_func``,
@@ -39,9 +42,10 @@ import numpy as np
 import pandas as pd
 
 from advisor.analyze import intervals, names as by_name
-from advisor.analyze.source import is_user_frame, parse_module_name, parse_python_frame, parse_source_label
+from advisor.analyze.source import (is_user_frame, parse_module_name, parse_python_frame, parse_source_label,
+                                    python_frame_kind)
 from advisor.load.kineto import KinetoTrace
-from advisor.naming import PARTIAL_STEP, SOURCE_PREFIX, STEP_PREFIX
+from advisor.naming import PARTIAL_STEP, SOURCE_PREFIX, STEP_PREFIX, is_direct_label
 
 __all__ = ["HOST_CATS", "HOST_COLUMNS", "TraceView"]
 
@@ -77,6 +81,37 @@ def _user_frame(name: str) -> tuple[str, int, str] | None:
         return None
     frame = parse_python_frame(name)
     return frame if frame and is_user_frame(frame[0]) else None
+
+
+#: how many of torch's Python API functions may wrap one another around a call (F.mse_loss -> broadcast_tensors)
+_MAX_API_DEPTH = 4
+
+
+def _direct_calls(row: np.ndarray, parent: np.ndarray, depth: np.ndarray, src_idx: np.ndarray, py_idx: np.ndarray,
+                  is_user_py: np.ndarray, direct_label: np.ndarray, frame_kind: np.ndarray) -> np.ndarray:
+    """Which rows a user's line called directly, not through library code below it.
+
+    Under the collector's labels, a label says so itself (:data:`~advisor.naming.DIRECT_MARK`). From the
+    profiler's Python frames, a row is direct when its nearest enclosing frame of Python code (C functions
+    such as ``<built-in method exp>`` are the call itself), or the frame around that when it is one of
+    torch's API functions (``torch/nn/functional.py(3479): cross_entropy``), is the user's: a loop in the
+    user's function calls ``x.exp()`` directly, while a model's ops sit below
+    ``torch/nn/modules/linear.py(125): forward`` and the library's frames.
+    """
+    direct = np.zeros(len(row), bool)
+    labelled = src_idx >= 0
+    direct[labelled] = direct_label[row[src_idx[labelled]]]
+    if not (frame_kind > 0).any():
+        return direct
+    code_idx = intervals.enclosing(parent, depth, frame_kind > 0)
+    for _ in range(_MAX_API_DEPTH):  # past the API functions' own frames (one may call another), to their caller
+        api = (code_idx >= 0) & (frame_kind[np.maximum(code_idx, 0)] == 2)
+        if not api.any():
+            break
+        code_idx[api] = code_idx[code_idx[api]]
+    framed = ~labelled & (py_idx >= 0) & ~is_user_py
+    direct[framed] = code_idx[framed] == py_idx[framed]
+    return direct
 
 
 def _take(column: pd.Series, rows: np.ndarray) -> Any:
@@ -301,11 +336,15 @@ class TraceView:
         modules: dict[str, int] = {"": 0}
         per_name = np.zeros((4, len(uniques) + 1), "int64")  # label site, frame site, module, is a module
         is_label = np.zeros(len(uniques) + 1, bool)
+        direct_label = np.zeros(len(uniques) + 1, bool)
+        frame_kind = np.zeros(len(uniques) + 1, "int8")
         for i in self._host_used:
             name = uniques[i]
             label, frame, module = _source_label(name), _user_frame(name), parse_module_name(name)
+            frame_kind[i] = python_frame_kind(name)
             if label is not None:
                 is_label[i] = True
+                direct_label[i] = is_direct_label(name)
                 per_name[0, i] = sites.setdefault(label, len(sites))
             if frame is not None:
                 per_name[1, i] = sites.setdefault(frame, len(sites))
@@ -325,32 +364,41 @@ class TraceView:
         exact = src_idx >= 0
         fallback = (~exact) & (py_idx >= 0)
         site[fallback] = site[py_idx[fallback]]
+        direct = _direct_calls(row, parent, depth, src_idx, py_idx, is_user_py, direct_label,
+                               np.where(is_python, frame_kind[row], 0))
         module = np.where(is_module, per_name[2][row], 0)
         inherit = (mod_idx >= 0) & ~is_module
         module[inherit] = module[mod_idx[inherit]]
         site_list = list(sites)
         site_lines = np.array([s[1] for s in site_list], "int64")
-        via = self._backward_to_forward(host, parent, depth, site, site_lines, exact)
+        via = self._backward_to_forward(host, parent, depth, site, site_lines, exact, direct)
         host["src_file"] = _coded([s[0] for s in site_list], site)
         host["src_line"] = site_lines[site]
         host["src_func"] = _coded([s[2] for s in site_list], site)
         host["src_exact"] = exact
+        host["src_direct"] = direct
         host["src_via"] = _coded(["", "backward"], via.astype("int8"))
         host["module"] = _coded(list(modules), module)
 
     def _backward_to_forward(self, host: dict[str, Any], parent: np.ndarray, depth: np.ndarray, site: np.ndarray,
-                             site_lines: np.ndarray, exact: np.ndarray) -> np.ndarray:
+                             site_lines: np.ndarray, exact: np.ndarray, direct: np.ndarray) -> np.ndarray:
         """Give backward ops the source line of the forward op they differentiate; returns which rows got one.
 
         Autograd runs ``autograd::engine::evaluate_function: XBackward0`` with the
         sequence number of the forward op that recorded X; everything below it
         is that op's backward, so it is charged to the forward op's line rather
-        than to the ``loss.backward()`` call.
+        than to the ``loss.backward()`` call. Autograd's work is never a direct call
+        of the line it is charged to: rows that find no forward op (``AccumulateGrad``
+        of a leaf) stay charged to ``loss.backward()``, but not as its direct calls.
         """
         seq = host["seq"]
         via = np.zeros(len(seq), bool)
         is_op = np.asarray(host["cat"] == "cpu_op")
-        is_bwd = self.host_names(_is_backward_function, bool) & (seq >= 0)
+        engine = self.host_names(_is_backward_function, bool)
+        if not engine.any():
+            return via
+        direct[engine | (intervals.enclosing(parent, depth, engine) >= 0)] = False
+        is_bwd = engine & (seq >= 0)
         if not is_bwd.any():
             return via
         under_bwd = intervals.enclosing(parent, depth, is_bwd)
@@ -368,7 +416,7 @@ class TraceView:
         match = has & (fwd_seq[k] == seq[np.maximum(owner, 0)])
         src = fwd_rows[k[match]]
         rows = np.flatnonzero(match)
-        site[rows], exact[rows] = site[src], exact[src]
+        site[rows], exact[rows], direct[rows] = site[src], exact[src], direct[src]
         via[rows] = True
         return via
 

@@ -7,10 +7,14 @@ the torch API, walks up the Python stack to the nearest frame in the user's
 code, and wraps the call in a ``record_function`` named::
 
     advisor::src train.py:57 in augment
+    advisor::src train.py:61 in augment [direct]
 
-so every op below it in the trace carries its call site. Only outermost torch
-calls are wrapped: inside ``__torch_function__`` the mode is off, so nested
-calls are not seen twice.
+so every op below it in the trace carries its call site. The second form marks
+a *direct* call: the user's line called the torch function itself (no frame was
+walked past, other than torch's own dispatch), as a loop over samples does; the
+first, a call made by library code below the line, as when the line calls a
+whole model. Only outermost torch calls are wrapped: inside
+``__torch_function__`` the mode is off, so nested calls are not seen twice.
 
 The mode is inserted at the *bottom* of the torch-function mode stack, so a
 mode the script itself enters and leaves (``with torch.device(...)``) is
@@ -24,7 +28,7 @@ import sys
 import sysconfig
 from pathlib import Path
 from collections.abc import Callable
-from types import CodeType
+from types import CodeType, FrameType
 from typing import Any
 
 import torch
@@ -36,6 +40,8 @@ from advisor.naming import source_label
 __all__ = ["SourceMarker", "library_roots"]
 
 _MAX_WALK = 64
+#: the module through which torch functions written in Python dispatch to a TorchFunctionMode
+_OVERRIDES = os.path.abspath(torch.overrides.__file__)
 # Metadata queries make no op; labelling them would only bloat the trace.
 _SKIP = frozenset(
     {"__get__", "__set__", "size", "dim", "numel", "stride", "is_contiguous", "__len__", "data_ptr",
@@ -62,6 +68,7 @@ class SourceMarker(TorchFunctionMode):
         self.libraries = library_roots()
         self.enabled = False
         self._display: dict[CodeType, str | None] = {}
+        self._dispatch: dict[CodeType, bool] = {}
         self._on_stack = False
 
     # the mode ------------------------------------------------------------------
@@ -69,19 +76,40 @@ class SourceMarker(TorchFunctionMode):
         kwargs = kwargs or {}
         if not self.enabled or torch.compiler.is_compiling() or getattr(func, "__name__", "") in _SKIP:
             return func(*args, **kwargs)
-        frame = sys._getframe(1)
+        frame = self._caller(sys._getframe(1))
         # While a batch is fetched, torch calls made by the DataLoader's own code
         # (per-sample indexing, collate) are not the user's; only direct calls are.
-        for _ in range(1 if self.direct_only() else _MAX_WALK):
+        for walked in range(1 if self.direct_only() else _MAX_WALK):
             if frame is None:
                 break
             display = self._user_path(frame.f_code)
             if display is not None:
-                label = source_label(display, frame.f_lineno, frame.f_code.co_name)
+                label = source_label(display, frame.f_lineno, frame.f_code.co_name, direct=walked == 0)
                 with fast_range(label):
                     return func(*args, **kwargs)
             frame = frame.f_back
         return func(*args, **kwargs)
+
+    def _caller(self, frame: FrameType | None) -> FrameType | None:
+        """The frame that called the torch function, past torch's own dispatch to this mode.
+
+        A torch function written in Python (``F.cross_entropy``, ``Tensor.backward``, the
+        reflected operators) reaches the mode through ``handle_torch_function`` in
+        ``torch/overrides.py``, from its own body: both frames are the call itself, not
+        library code between the user's line and the call. A function in C reaches the mode
+        from its caller's frame directly.
+        """
+        dispatched = False
+        while frame is not None and self._is_dispatch(frame.f_code):
+            frame, dispatched = frame.f_back, True
+        return frame.f_back if dispatched and frame is not None else frame
+
+    def _is_dispatch(self, code: CodeType) -> bool:
+        try:
+            return self._dispatch[code]
+        except KeyError:
+            found = self._dispatch[code] = os.path.abspath(code.co_filename) == _OVERRIDES
+            return found
 
     def caller_label(self) -> str | None:
         """The source label of the nearest user frame above the caller, for hooks."""

@@ -1,0 +1,161 @@
+"""Source lines: which calls a line makes directly, and what a loop of them costs.
+
+Small traces in Kineto's format, written the way the collector's labels and the profiler's Python frames
+(``with_stack=True``) record them, with every time chosen so the expected figures can be worked out by hand;
+then the real HF inference traces, whose model call must not look like a loop.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from advisor.analyze.source_lines import source_lines
+from advisor.analyze.view import TraceView
+from advisor.load.kineto import load_kineto
+from advisor.naming import is_direct_label, parse_source_label, source_label
+from conftest import fixture_path
+
+
+def _x(cat: str, name: str, ts: float, dur: float, **args) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1, "args": args}
+
+
+def _op(name: str, ts: float, dur: float, seq: int) -> dict:
+    return _x("cpu_op", name, ts, dur, **{"Sequence number": seq})
+
+
+def _label(line: int, func: str, ts: float, dur: float, direct: bool) -> dict:
+    return _x("cpu_op", source_label("train.py", line, func, direct=direct), ts, dur)
+
+
+def _backward(name: str, ts: float, seq: int) -> dict:
+    return _x("cpu_op", f"autograd::engine::evaluate_function: {name}", ts, 50, **{"Sequence number": seq})
+
+
+def loop_trace(model_inside: bool = False) -> dict:
+    """One 10 ms step of ``train.py``: a model call, then three iterations of a per-sample loop (line 20 calls
+    ``exp``, line 21 ``sum`` and ``add``, 40 us each, every iteration 300 us), then ``loss.backward()``:
+    the loop's nine backward functions, 100 us apart, the model's and a leaf's. ``model_inside`` puts another model
+    call between the second and the third iteration."""
+    events = [_x("user_annotation", "ProfilerStep#1", 0, 10000),
+              _label(42, "main", 100, 500, direct=False), _op("aten::linear", 110, 480, 1)]
+    for i in range(3):
+        b = 1000 + 300 * i
+        events += [_label(20, "loss", b, 50, True), _op("aten::exp", b + 5, 40, 10 + i),
+                   _label(21, "loss", b + 100, 50, True), _op("aten::sum", b + 105, 40, 20 + i),
+                   _label(21, "loss", b + 200, 50, True), _op("aten::add", b + 205, 40, 30 + i)]
+    if model_inside:
+        events += [_label(42, "main", 1560, 30, direct=False), _op("aten::linear", 1562, 26, 2)]
+    events.append(_label(44, "main", 3000, 2000, direct=True))
+    order = [("AddBackward0", 32), ("SumBackward0", 22), ("ExpBackward0", 12), ("AddBackward0", 31),
+             ("SumBackward0", 21), ("ExpBackward0", 11), ("AddBackward0", 30), ("SumBackward0", 20),
+             ("ExpBackward0", 10)]
+    events += [_backward(name, 3010 + 100 * k, seq) for k, (name, seq) in enumerate(order)]
+    events.append(_x("cpu_op", "autograd::engine::evaluate_function: AddmmBackward0", 4000, 200,
+                     **{"Sequence number": 1}))
+    # a leaf's gradient: no forward op to charge it to, so it stays with loss.backward()
+    events.append(_x("cpu_op", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 4300, 30))
+    return {"traceEvents": events}
+
+
+def stacked_trace() -> dict:
+    """One step with the profiler's Python frames: a user function calls ``x.exp()``, ``F.cross_entropy``
+    and a Linear module."""
+    return {"traceEvents": [
+        _x("user_annotation", "ProfilerStep#1", 0, 2000),
+        _x("python_function", "train.py(15): loss", 10, 1500),
+        _x("python_function", "<built-in method exp of Tensor object at 0x7f01>", 20, 40),
+        _x("cpu_op", "aten::exp", 25, 30),
+        _x("python_function", "torch/nn/functional.py(3400): cross_entropy", 100, 300),
+        _x("python_function", "<built-in function cross_entropy_loss>", 110, 280),
+        _x("cpu_op", "aten::cross_entropy_loss", 120, 260),
+        _x("python_function", "nn.Module: Linear_0", 500, 400),
+        _x("python_function", "torch/nn/modules/module.py(1750): _call_impl", 501, 398),
+        _x("python_function", "torch/nn/modules/linear.py(125): forward", 502, 396),
+        _x("python_function", "<built-in function linear>", 510, 380),
+        _x("cpu_op", "aten::linear", 520, 360),
+    ]}
+
+
+def _view(tmp_path, trace: dict) -> TraceView:
+    path = tmp_path / "trace.pt.trace.json"
+    path.write_text(json.dumps(trace))
+    return TraceView(load_kineto(path))
+
+
+def _ops(view: TraceView) -> dict[str, tuple[int, bool]]:
+    """Operator name -> (its source line, whether the line called it directly), for the first of each name."""
+    host = view.host
+    ops = host[(host["cat"] == "cpu_op").to_numpy()]
+    names = view.host_name_texts[(host["cat"] == "cpu_op").to_numpy()]
+    out: dict[str, tuple[int, bool]] = {}
+    for name, line, direct in zip(names, ops["src_line"], ops["src_direct"]):
+        out.setdefault(str(name), (int(line), bool(direct)))
+    return out
+
+
+def test_the_direct_mark_round_trips_through_the_label() -> None:
+    direct, through = source_label("a/b.py", 12, "f", direct=True), source_label("a/b.py", 12, "f")
+    assert direct == "advisor::src a/b.py:12 in f [direct]"
+    assert parse_source_label(direct) == parse_source_label(through) == ("a/b.py", 12, "f")
+    assert is_direct_label(direct) and not is_direct_label(through)
+    assert parse_source_label(source_label("t.py", 3, "<lambda>", direct=True)) == ("t.py", 3, "<lambda>")
+
+
+def test_labels_say_which_calls_are_direct_and_backward_work_inherits_it(tmp_path) -> None:
+    ops = _ops(_view(tmp_path, loop_trace()))
+    assert ops["aten::linear"] == (42, False)  # the model's op: made by library code below line 42
+    assert ops["aten::exp"] == (20, True) and ops["aten::sum"] == (21, True)
+    # autograd's work is charged to the forward op's line, direct like the forward call
+    assert ops["autograd::engine::evaluate_function: ExpBackward0"] == (20, True)
+    assert ops["autograd::engine::evaluate_function: AddmmBackward0"] == (42, False)
+    # loss.backward() is the line's own call, but autograd's work below it is not
+    assert ops["autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"] == (44, False)
+
+
+def test_frames_say_which_calls_are_direct(tmp_path) -> None:
+    ops = _ops(_view(tmp_path, stacked_trace()))
+    assert ops["aten::exp"] == (15, True)  # a C method called from the user's frame
+    assert ops["aten::cross_entropy_loss"] == (15, True)  # through torch's own F.cross_entropy only
+    assert ops["aten::linear"] == (15, False)  # below nn.Module's and Linear's frames
+
+
+def test_a_loop_costs_its_span_and_its_backward_less_the_batched_calls(tmp_path) -> None:
+    facts = source_lines(_view(tmp_path, loop_trace()))
+    loops = {row["line"]: row for row in facts["lines.loops"]}
+    line = loops[21]
+    assert facts["lines.loops"][0]["line"] == 21  # the most direct calls first: 6 against line 20's 3
+    assert line["direct_ops_per_step"] == 6 and line["avg_op_us"] == pytest.approx(40)
+    assert line["runs_per_step"] == 1
+    # from its first call (1105 us) to the end of its last (1845 us): the loop body's line 20 is inside
+    assert line["span_ms"] == pytest.approx(0.740)
+    # its six backward functions, 3010 us to 3760 us, the loop's others between them
+    assert line["backward_ms"] == pytest.approx(0.750)
+    assert line["loop_ms"] == pytest.approx(1.490) and line["share"] == pytest.approx(0.149)
+    # sum and add once (40 us each), SumBackward0 and AddBackward0 once (50 us each)
+    assert line["batched_ms"] == pytest.approx(0.180)
+    assert loops[20]["span_ms"] == pytest.approx(0.640) and loops[20]["backward_ms"] == pytest.approx(0.650)
+    assert 42 not in loops and 44 not in loops  # no direct calls: a model's op, and autograd's work
+    by_ops = {row["line"]: row for row in facts["lines.by_ops"]}
+    assert by_ops[42]["ops_per_step"] == 2 and by_ops[42]["direct_ops_per_step"] == 0
+    assert by_ops[21]["ops_per_step"] == 12 and by_ops[21]["direct_ops_per_step"] == 6
+
+
+def test_a_call_through_library_code_breaks_the_run(tmp_path) -> None:
+    line = source_lines(_view(tmp_path, loop_trace(model_inside=True)))["lines.loops"][0]
+    assert line["line"] == 21 and line["runs_per_step"] == 2
+    # 1105-1545 us and 1705-1845 us: the model call between them is not the loop's
+    assert line["span_ms"] == pytest.approx(0.440 + 0.140)
+    assert line["batched_ms"] == pytest.approx(2 * 0.080 + 0.100)  # the forward calls once per run
+
+
+@pytest.mark.parametrize("folder", ["Qwen_Qwen1.5-0.5B-Chat__1016005", "gaunernst_bert-small-uncased__1016001",
+                                    "Falconsai_nsfw_image_detection__1016002", "resnet_act_checkpoint"])
+def test_a_line_that_calls_a_whole_model_is_not_a_loop(folder: str) -> None:
+    view = TraceView(load_kineto(fixture_path("tracelens", "mi300x", folder, "trace.json.gz")))
+    facts = source_lines(view)
+    top = facts["lines.by_ops"][0]
+    assert top["ops_per_step"] >= 100 and top["direct_ops_per_step"] <= 2, top
+    assert all(row["direct_ops_per_step"] <= 2 for row in facts["lines.loops"])
