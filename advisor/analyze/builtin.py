@@ -16,6 +16,7 @@ from advisor.analyze import (  # noqa: F401
     ranks,
     source_lines,
     step_split,
+    sync_causes,
     syncs,
     system_cuda_api,
     system_gpu,

@@ -13,13 +13,14 @@ tables the GPU analyzers share:
     ``launch_end`` (-1 when unknown), ``op`` (outermost CPU operator around
     the launch: what the user's code called), ``op_inner`` (innermost: the
     op that launched it), ``src_file``, ``src_line``, ``src_func``,
-    ``module``, ``phase`` (from the host row), and ``step`` (index into
-    ``view.steps`` of the step the op started in, -1 outside).
+    ``module``, ``phase`` (from the host row), ``op_row`` (row of
+    ``view.host`` of that innermost op, -1 when none), and ``step`` (index
+    into ``view.steps`` of the step the op started in, -1 outside).
 ``host_syncs``
     One row per host call that blocks the host until the GPU catches up (see
     :data:`SYNC_APIS`), with ``sync`` (device, stream, event, copy,
     pageable_copy, free), ``item`` (inside ``.item()``/``_local_scalar_dense``),
-    ``ts``, ``end``, ``dur``, ``tid``, ``op``, ``op_inner``, source columns and ``step``.
+    ``ts``, ``end``, ``dur``, ``tid``, ``op``, ``op_inner``, ``op_row``, source columns and ``step``.
 ``sync_events``
     The GPU-side ``cuda_sync`` events (Context Sync, Stream Sync, Event Sync,
     Stream Wait Event) with the same host columns, through their correlation.
@@ -206,6 +207,7 @@ def _attach_host(frame: dict[str, np.ndarray], view: TraceView, context: dict[st
     for col in _HOST_COLS:
         out[col] = _host_values(view, context, col, anchor)
     op_row = _at(context["op_row"], anchor, -1)
+    out["op_row"] = op_row
     out["input_types"] = _at(_texts(host["input_types"]), op_row, "")
     out["step"] = view.step_of(frame["ts"])
     return pd.DataFrame(out, copy=False)
@@ -254,7 +256,7 @@ def _host_syncs(view: TraceView, context: dict[str, np.ndarray], ops: pd.DataFra
     out = {"row": rows, "name": context["name"][rows], "sync": kind[rows].astype(object), "ts": ts,
            "end": host["end"].to_numpy()[rows], "dur": host["dur"].to_numpy()[rows],
            "tid": host["tid"].to_numpy()[rows], "correlation": host["correlation"].to_numpy()[rows],
-           **{c: _host_values(view, context, c, rows) for c in _HOST_COLS}}
+           "op_row": context["op_row"][rows], **{c: _host_values(view, context, c, rows) for c in _HOST_COLS}}
     item = np.isin(out["op"], list(ITEM_OPS)) | np.isin(out["op_inner"], list(ITEM_OPS))
     return pd.DataFrame({**out, "item": item, "step": view.step_of(ts)}, copy=False)
 
