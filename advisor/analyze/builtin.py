@@ -2,6 +2,7 @@
 
 from advisor.analyze import (  # noqa: F401
     comm,
+    conv_layout,
     copies,
     dataloader,
     gpu_kernels,
