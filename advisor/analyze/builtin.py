@@ -5,6 +5,7 @@ from advisor.analyze import (  # noqa: F401
     conv_layout,
     copies,
     dataloader,
+    ddp_sync,
     gpu_kernels,
     gpu_memory,
     gpu_ranks,
