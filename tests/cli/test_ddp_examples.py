@@ -42,3 +42,33 @@ def test_gradient_accumulation_without_no_sync(ddp_runs) -> None:
     fixed = ddp_runs("ddp_grad_accumulation.py", "--steps", "8", "--no-sync")
     assert fixed.facts["ddp.micro_batches_per_step"] == 4 and fixed.facts["ddp.synced_micro_batches_per_step"] == 1
     assert "DIST002" not in {d["rule_id"] for d in fixed.diagnoses}
+
+
+def _fired(run: RunOutput) -> set[str]:
+    return {d["rule_id"] for d in run.diagnoses}
+
+
+def test_rank0_logging_in_the_loop(ddp_runs) -> None:
+    slow = ddp_runs("ddp_rank0_logging.py", "--steps", "12")
+    f = slow.facts
+    assert f["ranks.straggler"] == 0 and f["ranks.straggler_phase"] == "other"
+    assert f["ranks.straggler_phase_ms"] > 25  # the 40 ms answer of the metrics service, every step
+    diagnosis = next(d for d in slow.diagnoses if d["rule_id"] == "DIST003")
+    assert diagnosis["impact_ms"] == pytest.approx(min(f["ranks.straggler_phase_ms"], f["ranks.straggler_excess_ms"]))
+    assert "DIST001" not in _fired(slow)  # the straggler is told once
+    fixed = ddp_runs("ddp_rank0_logging.py", "--steps", "12", "--log-in-thread")
+    assert not _fired(fixed) & {"DIST003", "DIST004"}
+
+
+def test_unequal_batches_across_ranks(ddp_runs) -> None:
+    slow = ddp_runs("ddp_unequal_batches.py", "--steps", "8")
+    f = slow.facts
+    assert f["ranks.straggler"] == 1 and f["ranks.straggler_compute_share"] > 0.8
+    assert f["ranks.straggler_excess_share"] > 1  # three times the tokens: about three times the work
+    diagnosis = next(d for d in slow.diagnoses if d["rule_id"] == "DIST004")
+    assert diagnosis["impact_ms"] == pytest.approx(f["ranks.straggler_excess_ms"] / 2)  # (n-1)/n for two ranks
+    assert "DIST001" not in _fired(slow)
+    fixed = ddp_runs("ddp_unequal_batches.py", "--steps", "8", "--balanced")
+    # equal batches: what imbalance is left is the shared machine's noise, well under half as much again
+    assert fixed.facts["ranks.straggler_excess_share"] < 0.5
+    assert not _fired(fixed) & {"DIST003", "DIST004"}
