@@ -2,6 +2,7 @@
 
 from advisor.analyze import (  # noqa: F401
     comm,
+    comm_sizes,
     conv_layout,
     copies,
     dataloader,

@@ -7,7 +7,8 @@ tables the GPU analyzers share:
     One row per GPU op (``kernel``, ``gpu_memcpy``, ``gpu_memset``), in time
     order. Columns: ``cat``, ``name``, ``kind`` (compute, comm, memcpy,
     memset), ``device``, ``stream``, ``ts``, ``end``, ``dur`` (int64 ns),
-    ``correlation``, ``bytes``, ``copy_kind`` (ROCm), ``input_types`` of its operator, and the link
+    ``correlation``, ``bytes``, ``copy_kind`` (ROCm), ``collective``, ``dtype`` and ``in_nelems`` (of a
+    communication kernel, where the trace records them), ``input_types`` of its operator, and the link
     to the host: ``launch`` (row of ``view.host`` of the runtime call that
     launched it, -1 when the trace has none), ``launch_name``, ``launch_ts``,
     ``launch_end`` (-1 when unknown), ``op`` (outermost CPU operator around
@@ -170,6 +171,8 @@ def _first_rows(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.nd
     return np.where(k[pos] == wanted, r[pos], -1).astype("int64")
 
 
+#: what NCCL kernels say about their collective (c10d's process-group info), where the trace has it
+_COLLECTIVE_COLS = ("collective", "dtype", "in_nelems")
 _HOST_COLS = ("op", "op_inner", "src_file", "src_line", "src_func", "module", "phase")
 
 
@@ -226,7 +229,7 @@ def _gpu_ops(view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFrame:
     ts, end = e["ts"].to_numpy()[rows], e["end"].to_numpy()[rows]
     rows = rows[np.lexsort((end, ts))]  # by start, then end (the events are by start, then longest first)
     frame = _columns(view, rows, ["ts", "end", "dur", "device", "stream", "correlation", "external_id", "bytes",
-                                  "copy_kind"])
+                                  "copy_kind", *(c for c in _COLLECTIVE_COLS if c in view.events)])
     # Old traces carry the device and stream only as pid and tid.
     frame["device"] = np.where(frame["device"] >= 0, frame["device"], e["pid"].to_numpy()[rows])
     frame["stream"] = np.where(frame["stream"] >= 0, frame["stream"], e["tid"].to_numpy()[rows])

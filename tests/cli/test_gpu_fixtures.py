@@ -98,7 +98,7 @@ def test_recsys_ranks_straggler(tmp_path: Path) -> None:
 def test_gpu_rules_are_in_the_rulebook_with_knowledge() -> None:
     book = RuleBook.load(env=False)
     knowledge = Path(__file__).resolve().parents[2] / "knowledge"
-    for rid in [f"GPU{n:03d}" for n in range(1, 19)]:
+    for rid in [f"GPU{n:03d}" for n in range(1, 20)]:
         rule = book[rid].rule
         for entry in rule.knowledge:
             text = (knowledge / f"{entry}.md").read_text()
@@ -130,3 +130,12 @@ def test_convolutions_transposed_around_nhwc_kernels(analyzed) -> None:
         run = analyzed(name)
         assert run.facts["conv_layout.window_share"] < 0.002
         assert "GPU018" not in {d["rule_id"] for d in run.diagnoses}, name
+
+
+def test_collective_sizes_from_the_nccl_kernels(analyzed) -> None:
+    f = analyzed("a100_ddp_nccl_rank0.pt.trace.json.gz").facts
+    sizes = {(r["collective"], r["size"]): r for r in f["comm.sizes"]}
+    # five gradient buckets of 8-31 MB per step, and the broadcast of the BN buffers: 212 KB and 424 bytes
+    assert sizes[("allreduce", "large")]["per_step"] == 5 and sizes[("allreduce", "large")]["avg_bytes"] > 8e6
+    assert sizes[("broadcast", "small")]["avg_bytes"] == 424 and f["comm.small_per_step"] == 1
+    assert "GPU019" not in {d["rule_id"] for d in analyzed("a100_ddp_nccl_rank0.pt.trace.json.gz").diagnoses}
