@@ -9,6 +9,7 @@ much per step and rank 0 waits for it in the gradient all-reduce.
 """
 
 import argparse
+import os
 
 import torch
 import torch.distributed as dist
@@ -24,9 +25,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     args = parser.parse_args()
 
-    torch.set_num_threads(1)  # two ranks share the machine's cores
     dist.init_process_group("gloo")
     rank = dist.get_rank()
+    # One core per rank, as a CPU job binds its ranks (numactl, taskset): a rank that waits leaves its core
+    # idle instead of lending it to the other rank, as it would with a device of its own.
+    torch.set_num_threads(1)
+    if hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[rank % len(cores)]})
     torch.manual_seed(0)
     width = 256
     model = nn.parallel.DistributedDataParallel(nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
