@@ -33,7 +33,10 @@ def background_logger() -> "queue.Queue[tuple[int, torch.Tensor]]":
 
     def drain() -> None:
         while True:
-            send_metrics(*pending.get())
+            batch = [pending.get()]
+            while not pending.empty():  # whatever queued up while the last call ran goes in one call
+                batch.append(pending.get())
+            send_metrics(*batch[-1])
 
     threading.Thread(target=drain, daemon=True).start()
     return pending

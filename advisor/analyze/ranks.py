@@ -65,9 +65,6 @@ PROVIDES = (
     FactSpec("ranks.straggler_phase_ms", "ms", "the straggler's extra work per step in that phase"),
     FactSpec("ranks.straggler_phase_share", "fraction",
              "that phase's part of the straggler's extra work (its extra in the phase / its whole extra)"),
-    FactSpec("ranks.straggler_compute_share", "fraction", "the forward and backward passes' part of that extra work"),
-    FactSpec("ranks.straggler_excess_share", "ratio",
-             "the straggler's extra work over the median work of the other ranks (0.5: it does 50% more)"),
     FactSpec("ranks.collective_wait_ms", "ms", "mean wait per step in collectives of the ranks other than the straggler"),
     FactSpec("ranks.collective_wait_share", "fraction", "that wait as a share of the mean step time"),
     FactSpec("ranks.collective_ms", "ms", "mean host time per step in collectives, over all ranks"),
@@ -152,8 +149,7 @@ def ranks(rank_set: RankSet) -> dict[str, Any]:
     excess = {p: straggler[f"{p}_ms"] - median(r[f"{p}_ms"] for r in others) for p in PHASES}
     phase = max(excess, key=lambda p: excess[p])
     wait = sum(r["wait_ms"] for r in others) / len(others)
-    others_work = median(r["busy_ms"] for r in others)
-    extra = straggler["busy_ms"] - others_work
+    extra = straggler["busy_ms"] - median(r["busy_ms"] for r in others)
     table = [{k: r[k] for k in ("rank", "steps", "step_ms", "min_ms", "max_ms", "busy_ms", "collective_ms", "wait_ms",
                                 *(f"{p}_ms" for p in PHASES))} for r in rows]
     return {
@@ -167,8 +163,6 @@ def ranks(rank_set: RankSet) -> dict[str, Any]:
         "ranks.straggler_phase": phase,
         "ranks.straggler_phase_ms": excess[phase],
         "ranks.straggler_phase_share": _share(excess[phase], extra),
-        "ranks.straggler_compute_share": _share(excess["forward"] + excess["backward"], extra),
-        "ranks.straggler_excess_share": extra / others_work if others_work > 0 else 0.0,
         "ranks.collective_wait_ms": wait,
         "ranks.collective_wait_share": wait / mean_step if mean_step else 0.0,
         "ranks.collective_ms": sum(r["collective_ms"] for r in rows) / len(rows),
