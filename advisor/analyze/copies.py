@@ -49,6 +49,12 @@ PROVIDES = (
 )
 
 
+def copy_direction(name: str, copy_kind: str = "") -> str:
+    """HtoD, DtoH, DtoD, ... from a copy's name (CUDA) or its ``kind`` (ROCm); "" when neither says."""
+    direction = _parse(name)[0]
+    return direction or copy_kind or ""
+
+
 def _parse(name: str) -> tuple[str | None, str]:
     """(direction, "src dst" in lower case) from a copy's name; None when the name does not say."""
     m = _NAME.search(name)

@@ -33,6 +33,7 @@ PROVIDES = (
     FactSpec("memory.cuda_malloc_per_step", "count", "cudaMalloc calls per step (the caching allocator grew)"),
     FactSpec("memory.cuda_free_per_step", "count", "cudaFree calls per step (each waits for the whole device)"),
     FactSpec("memory.driver_alloc_ms", "ms", "host time per step in cudaMalloc and cudaFree"),
+    FactSpec("memory.cuda_malloc_ms", "ms", "host time per step in cudaMalloc alone"),
 )
 
 
@@ -47,7 +48,8 @@ def _runtime(view: TraceView) -> dict[str, Any]:
     malloc = calls & host["name"].isin(_MALLOC).to_numpy()
     free = calls & host["name"].isin(_FREE).to_numpy()
     return {"memory.cuda_malloc_per_step": int(malloc.sum()) / steps, "memory.cuda_free_per_step": int(free.sum()) / steps,
-            "memory.driver_alloc_ms": float(dur[malloc].sum() + dur[free].sum()) / steps / NS_PER_MS}
+            "memory.driver_alloc_ms": float(dur[malloc].sum() + dur[free].sum()) / steps / NS_PER_MS,
+            "memory.cuda_malloc_ms": float(dur[malloc].sum()) / steps / NS_PER_MS}
 
 
 @analyzer("gpu_memory", needs=(), provides=PROVIDES)

@@ -7,19 +7,21 @@ tables the GPU analyzers share:
     One row per GPU op (``kernel``, ``gpu_memcpy``, ``gpu_memset``), in time
     order. Columns: ``cat``, ``name``, ``kind`` (compute, comm, memcpy,
     memset), ``device``, ``stream``, ``ts``, ``end``, ``dur`` (int64 ns),
-    ``correlation``, ``bytes``, ``copy_kind`` (ROCm), ``input_types`` of its operator, and the link
+    ``correlation``, ``bytes``, ``copy_kind`` (ROCm), ``collective``, ``dtype`` and ``in_nelems`` (of a
+    communication kernel, where the trace records them), ``input_types`` of its operator, and the link
     to the host: ``launch`` (row of ``view.host`` of the runtime call that
     launched it, -1 when the trace has none), ``launch_name``, ``launch_ts``,
     ``launch_end`` (-1 when unknown), ``op`` (outermost CPU operator around
     the launch: what the user's code called), ``op_inner`` (innermost: the
     op that launched it), ``src_file``, ``src_line``, ``src_func``,
-    ``module``, ``phase`` (from the host row), and ``step`` (index into
-    ``view.steps`` of the step the op started in, -1 outside).
+    ``module``, ``phase`` (from the host row), ``op_row`` (row of
+    ``view.host`` of that innermost op, -1 when none), and ``step`` (index
+    into ``view.steps`` of the step the op started in, -1 outside).
 ``host_syncs``
     One row per host call that blocks the host until the GPU catches up (see
     :data:`SYNC_APIS`), with ``sync`` (device, stream, event, copy,
     pageable_copy, free), ``item`` (inside ``.item()``/``_local_scalar_dense``),
-    ``ts``, ``end``, ``dur``, ``tid``, ``op``, ``op_inner``, source columns and ``step``.
+    ``ts``, ``end``, ``dur``, ``tid``, ``op``, ``op_inner``, ``op_row``, source columns and ``step``.
 ``sync_events``
     The GPU-side ``cuda_sync`` events (Context Sync, Stream Sync, Event Sync,
     Stream Wait Event) with the same host columns, through their correlation.
@@ -169,6 +171,8 @@ def _first_rows(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.nd
     return np.where(k[pos] == wanted, r[pos], -1).astype("int64")
 
 
+#: what NCCL kernels say about their collective (c10d's process-group info), where the trace has it
+_COLLECTIVE_COLS = ("collective", "dtype", "in_nelems")
 _HOST_COLS = ("op", "op_inner", "src_file", "src_line", "src_func", "module", "phase")
 
 
@@ -206,6 +210,7 @@ def _attach_host(frame: dict[str, np.ndarray], view: TraceView, context: dict[st
     for col in _HOST_COLS:
         out[col] = _host_values(view, context, col, anchor)
     op_row = _at(context["op_row"], anchor, -1)
+    out["op_row"] = op_row
     out["input_types"] = _at(_texts(host["input_types"]), op_row, "")
     out["step"] = view.step_of(frame["ts"])
     return pd.DataFrame(out, copy=False)
@@ -224,7 +229,7 @@ def _gpu_ops(view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFrame:
     ts, end = e["ts"].to_numpy()[rows], e["end"].to_numpy()[rows]
     rows = rows[np.lexsort((end, ts))]  # by start, then end (the events are by start, then longest first)
     frame = _columns(view, rows, ["ts", "end", "dur", "device", "stream", "correlation", "external_id", "bytes",
-                                  "copy_kind"])
+                                  "copy_kind", *(c for c in _COLLECTIVE_COLS if c in view.events)])
     # Old traces carry the device and stream only as pid and tid.
     frame["device"] = np.where(frame["device"] >= 0, frame["device"], e["pid"].to_numpy()[rows])
     frame["stream"] = np.where(frame["stream"] >= 0, frame["stream"], e["tid"].to_numpy()[rows])
@@ -254,7 +259,7 @@ def _host_syncs(view: TraceView, context: dict[str, np.ndarray], ops: pd.DataFra
     out = {"row": rows, "name": context["name"][rows], "sync": kind[rows].astype(object), "ts": ts,
            "end": host["end"].to_numpy()[rows], "dur": host["dur"].to_numpy()[rows],
            "tid": host["tid"].to_numpy()[rows], "correlation": host["correlation"].to_numpy()[rows],
-           **{c: _host_values(view, context, c, rows) for c in _HOST_COLS}}
+           "op_row": context["op_row"][rows], **{c: _host_values(view, context, c, rows) for c in _HOST_COLS}}
     item = np.isin(out["op"], list(ITEM_OPS)) | np.isin(out["op_inner"], list(ITEM_OPS))
     return pd.DataFrame({**out, "item": item, "step": view.step_of(ts)}, copy=False)
 

@@ -63,6 +63,8 @@ PROVIDES = (
     FactSpec("ranks.straggler_excess_ms", "ms", "the straggler's work per step beyond the median of the other ranks"),
     FactSpec("ranks.straggler_phase", "text", "the phase where the straggler's extra work is largest"),
     FactSpec("ranks.straggler_phase_ms", "ms", "the straggler's extra work per step in that phase"),
+    FactSpec("ranks.straggler_phase_share", "fraction",
+             "that phase's part of the straggler's extra work (its extra in the phase / its whole extra)"),
     FactSpec("ranks.collective_wait_ms", "ms", "mean wait per step in collectives of the ranks other than the straggler"),
     FactSpec("ranks.collective_wait_share", "fraction", "that wait as a share of the mean step time"),
     FactSpec("ranks.collective_ms", "ms", "mean host time per step in collectives, over all ranks"),
@@ -127,6 +129,11 @@ def rank_figures(rank: int, view: TraceView) -> dict[str, Any]:
     }
 
 
+def _share(part: float, whole: float) -> float:
+    """``part / whole`` within [0, 1]; 0 when there is no extra work to share."""
+    return min(max(part / whole, 0.0), 1.0) if whole > 0 else 0.0
+
+
 @analyzer("ranks", needs=("ranks",), provides=PROVIDES, scope="ranks")
 def ranks(rank_set: RankSet) -> dict[str, Any]:
     """Compare the ranks: step times, the straggler, and the time the others wait for it in collectives."""
@@ -142,6 +149,7 @@ def ranks(rank_set: RankSet) -> dict[str, Any]:
     excess = {p: straggler[f"{p}_ms"] - median(r[f"{p}_ms"] for r in others) for p in PHASES}
     phase = max(excess, key=lambda p: excess[p])
     wait = sum(r["wait_ms"] for r in others) / len(others)
+    extra = straggler["busy_ms"] - median(r["busy_ms"] for r in others)
     table = [{k: r[k] for k in ("rank", "steps", "step_ms", "min_ms", "max_ms", "busy_ms", "collective_ms", "wait_ms",
                                 *(f"{p}_ms" for p in PHASES))} for r in rows]
     return {
@@ -151,9 +159,10 @@ def ranks(rank_set: RankSet) -> dict[str, Any]:
         "ranks.spread": (max(step) - min(step)) / mean_step if mean_step else 0.0,
         "ranks.slowest": slowest["rank"],
         "ranks.straggler": straggler["rank"],
-        "ranks.straggler_excess_ms": straggler["busy_ms"] - median(r["busy_ms"] for r in others),
+        "ranks.straggler_excess_ms": extra,
         "ranks.straggler_phase": phase,
         "ranks.straggler_phase_ms": excess[phase],
+        "ranks.straggler_phase_share": _share(excess[phase], extra),
         "ranks.collective_wait_ms": wait,
         "ranks.collective_wait_share": wait / mean_step if mean_step else 0.0,
         "ranks.collective_ms": sum(r["collective_ms"] for r in rows) / len(rows),

@@ -4,7 +4,9 @@
 - a100_ddp_nccl_rank0: the GPU idles most of the time, the report says where that idle time comes from and
   how much of the time is communication;
 - v100_resnet_single_rank: the GPU is busy (compute-bound) and no high-severity diagnosis fires;
-- a100_recsys_2of128_ranks: the straggler rank and the collective wait across ranks.
+- a100_recsys_2of128_ranks: the straggler rank and the collective wait across ranks;
+- channels-last: the DDP CNN's cuDNN convolutions transpose NCHW<->NHWC around every convolution (GPU018),
+  as does the MI300X bf16 ResNet's MIOpen; the V100 fp32 ResNet and AlexNet hardly do, and stay quiet.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from conftest import RunOutput, fixture_path, run_cli
 def analyzed(tmp_path_factory: pytest.TempPathFactory):
     cache: dict[str, RunOutput] = {}
 
-    def run(name: str) -> RunOutput:
+    def run(name: str, folder: str = "kineto") -> RunOutput:
         if name not in cache:
             out = tmp_path_factory.mktemp("gpu") / "run"
-            cli = run_cli("analyze", str(fixture_path("kineto", name)), "--out", str(out), cwd=out.parent)
+            cli = run_cli("analyze", str(fixture_path(folder, *name.split("/"))), "--out", str(out), cwd=out.parent)
             assert cli.code == 0, cli.output
             cache[name] = RunOutput(out, cli, 0.0)
         return cache[name]
@@ -96,7 +98,7 @@ def test_recsys_ranks_straggler(tmp_path: Path) -> None:
 def test_gpu_rules_are_in_the_rulebook_with_knowledge() -> None:
     book = RuleBook.load(env=False)
     knowledge = Path(__file__).resolve().parents[2] / "knowledge"
-    for rid in [f"GPU{n:03d}" for n in range(1, 11)]:
+    for rid in [f"GPU{n:03d}" for n in range(1, 20)]:
         rule = book[rid].rule
         for entry in rule.knowledge:
             text = (knowledge / f"{entry}.md").read_text()
@@ -110,3 +112,30 @@ def test_findings_json_round_trips(analyzed) -> None:
     data = json.loads((run.path / "findings.json").read_text())
     units = {f["name"]: f["unit"] for f in data["facts"]}
     assert units["gpu.idle_ms"] == "ms" and units["gpu.busy_fraction"] == "fraction" and units["kernels.top"] == "table"
+
+
+def test_convolutions_transposed_around_nhwc_kernels(analyzed) -> None:
+    ddp = analyzed("a100_ddp_nccl_rank0.pt.trace.json.gz")
+    f = ddp.facts
+    # 211 nchwToNhwc / nhwcToNchw kernels per step, a quarter of the convolutions' kernel time
+    assert f["conv_layout.convert_per_step"] == 211 and 0.2 < f["conv_layout.conv_share"] < 0.3
+    layout = next(d for d in ddp.diagnoses if d["rule_id"] == "GPU018")
+    assert layout["severity"] == "low" and "ConvolutionBackward0" in layout["where"]
+    # the GPU idles 76% of the window waiting for the host: the transposes' 5 ms give back about a quarter
+    assert layout["impact_ms"] == pytest.approx(f["conv_layout.convert_ms"] * f["gpu.busy_fraction"], rel=1e-6)
+    resnet = analyzed("mi300x/resnet_act_checkpoint/trace.json.gz", "tracelens")
+    layout = next(d for d in resnet.diagnoses if d["rule_id"] == "GPU018")
+    assert layout["severity"] == "medium" and "batched_transpose" in json.dumps(layout["evidence"])
+    for name in ("v100_resnet_single_rank.pt.trace.json.gz", "a100_alexnet_cuda_sync.pt.trace.json.gz"):
+        run = analyzed(name)
+        assert run.facts["conv_layout.window_share"] < 0.002
+        assert "GPU018" not in {d["rule_id"] for d in run.diagnoses}, name
+
+
+def test_collective_sizes_from_the_nccl_kernels(analyzed) -> None:
+    f = analyzed("a100_ddp_nccl_rank0.pt.trace.json.gz").facts
+    sizes = {(r["collective"], r["size"]): r for r in f["comm.sizes"]}
+    # five gradient buckets of 8-31 MB per step, and the broadcast of the BN buffers: 212 KB and 424 bytes
+    assert sizes[("allreduce", "large")]["per_step"] == 5 and sizes[("allreduce", "large")]["avg_bytes"] > 8e6
+    assert sizes[("broadcast", "small")]["avg_bytes"] == 424 and f["comm.small_per_step"] == 1
+    assert "GPU019" not in {d["rule_id"] for d in analyzed("a100_ddp_nccl_rank0.pt.trace.json.gz").diagnoses}
