@@ -15,8 +15,10 @@ __all__ = [
     "PARTIAL_STEP",
     "PHASES",
     "PHASE_NAMES",
+    "SAVE_RANGE",
     "SOURCE_PREFIX",
     "STEP_PREFIX",
+    "WORKERS_START_RANGE",
     "module_label",
     "parse_source_label",
     "phase_of_label",
@@ -35,6 +37,11 @@ CAPTURE_RANGE = "advisor::capture"
 #: a mark inside a step the script never finished (it raised, exited or was stopped);
 #: analysis leaves such a step out, so a cut-short step does not skew the step time
 PARTIAL_STEP = "advisor::partial_step"
+
+#: around each torch.save call in the profiled window (advisor.collect.host_hooks)
+SAVE_RANGE = "advisor::torch.save"
+#: around the start of a DataLoader's worker processes (a new multi-process iterator)
+WORKERS_START_RANGE = "advisor::dataloader_workers_start"
 
 SOURCE_PREFIX = "advisor::src "
 MODULE_PREFIX = "advisor::module "

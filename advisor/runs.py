@@ -135,9 +135,9 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
         timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
         traces=[run.relative(t) for t in result.traces], child_command=result.command,
     )
-    meta = {"step_method": result.step_method}
     traces = load_traces(result.traces)
-    findings = analyze_traces(traces, meta)
+    # the whole run metadata: the step method, and the environment the host analyzers read
+    findings = analyze_traces(traces, run.read_metadata())
     framework = TrailEntry("framework", "ran", f"every run starts here; the script {result.outcome}",
                            run.read_metadata().get("reproduce") or None,
                            [run.relative(p) for p in sorted(run.stage("framework").iterdir())])

@@ -8,6 +8,7 @@ from advisor.analyze import (  # noqa: F401
     gpu_memory,
     gpu_ranks,
     gpu_time,
+    host,
     kernels,
     launch,
     operators,
