@@ -15,6 +15,7 @@ __all__ = [
     "PARTIAL_STEP",
     "PHASES",
     "PHASE_NAMES",
+    "POOL_PROBE_RANGE",
     "SAVE_RANGE",
     "SOURCE_PREFIX",
     "STEP_PREFIX",
@@ -42,6 +43,8 @@ PARTIAL_STEP = "advisor::partial_step"
 SAVE_RANGE = "advisor::torch.save"
 #: around the start of a DataLoader's worker processes (a new multi-process iterator)
 WORKERS_START_RANGE = "advisor::dataloader_workers_start"
+#: around one small operator on the intra-op pool, after each optimizer step in the profiled window
+POOL_PROBE_RANGE = "advisor::pool_probe"
 
 SOURCE_PREFIX = "advisor::src "
 MODULE_PREFIX = "advisor::module "

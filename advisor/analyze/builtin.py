@@ -9,6 +9,7 @@ from advisor.analyze import (  # noqa: F401
     gpu_ranks,
     gpu_time,
     host,
+    host_events,
     kernels,
     launch,
     operators,

@@ -110,7 +110,8 @@ class Child:
             labels.source = marker.caller_label
         self.driver = StepDriver(self.cfg, backend, labels, marker, self._captured, started=self.started)
         self.driver.attach()
-        host_hooks.install()  # torch.save and DataLoader worker start-up, named in the trace
+        # torch.save and DataLoader worker start-up, named in the trace with the line that called them
+        host_hooks.install(marker.caller_label if marker is not None else None)
         if self.cfg.mode == "kineto":
             # In nvtx mode the outer tool (nsys, ncu) owns stopping and saving; and Nsight
             # Systems 2022.4's OS-runtime tracing hangs at exit in a target that installs

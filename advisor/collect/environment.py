@@ -111,14 +111,14 @@ def thread_settings() -> dict[str, Any]:
     import torch
 
     pids = host_hooks.worker_pids()
-    _AT_CAPTURE.update(at=time.monotonic(), cpu=host_hooks.worker_cpu(pids))
+    _AT_CAPTURE.update(at=time.monotonic(), cpu=host_hooks.worker_cpu(pids), own=host_hooks.own_threads_cpu())
     probes: dict[str, Any] = {"parallel_region_us": _parallel_region_us(torch)}
     if torch.is_anomaly_enabled():
         probes["anomaly_node"] = _anomaly_node(torch)
     settings = {**_threads(torch), "dataloader_workers": len(pids), "load_average": _load_average(),
                 "debug": debug_settings(), **{k: v for k, v in probes.items() if v is not None}}
-    if host_hooks.THREADS_SET_AT:
-        settings["set_num_threads_at"] = list(host_hooks.THREADS_SET_AT[0])
+    for what, where in host_hooks.CALLED_AT.items():
+        settings[f"{what}_at"] = list(where)
     return settings
 
 
@@ -221,14 +221,25 @@ def _parallel_region_us(torch: Any) -> float | None:
 
 
 def _workers_since_capture() -> dict[str, Any]:
-    """How many cores the DataLoader workers kept busy since the recording started, on average."""
+    """How many cores the DataLoader workers used, and wanted (used or waited for), since the recording began."""
     if not _AT_CAPTURE:
         return {}
     seconds = time.monotonic() - _AT_CAPTURE["at"]
     now = host_hooks.worker_cpu(list(_AT_CAPTURE["cpu"]))
-    used = sum(now[pid] - before for pid, before in _AT_CAPTURE["cpu"].items() if pid in now)
-    return {"workers_busy_cores": round(used / seconds, 3) if seconds > 0 else None,
-            "workers_measured_s": round(seconds, 3)}
+    both = [(now[pid], before) for pid, before in _AT_CAPTURE["cpu"].items() if pid in now]
+    if seconds <= 0:
+        return {}
+    out: dict[str, Any] = {"workers_busy_cores": round(sum(n[0] - b[0] for n, b in both) / seconds, 3),
+                           "workers_measured_s": round(seconds, 3)}
+    own_now, own_then = host_hooks.own_threads_cpu(), _AT_CAPTURE.get("own")
+    if own_now is not None and own_then is not None:
+        # the process's own threads: cores used, and cores' worth of time they were runnable without a core
+        out["process_busy_cores"] = round((own_now[0] - own_then[0]) / seconds, 3)
+        out["process_waiting_cores"] = round((own_now[1] - own_then[1]) / seconds, 3)
+    if all(n[1] is not None and b[1] is not None for n, b in both):
+        wanted = sum(n[0] - b[0] + n[1] - b[1] for n, b in both)  # type: ignore[operator]
+        out["workers_wanted_cores"] = round(wanted / seconds, 3)
+    return out
 
 
 def describe_environment() -> dict[str, Any]:
