@@ -27,11 +27,10 @@ every output of every node in the backward pass for NaN. The checks are
 operators in the trace (``aten::isnan``, ``aten::_is_any_true`` and
 ``aten::item`` under each ``autograd::engine::evaluate_function``), and the
 engine's own time per node grows with them. The stack captures are not
-operators: their cost is the number of nodes evaluated per step times the
-median own time of the forward pass's view operators that record a node
-(``aten::t`` in every ``nn.Linear``), which compute nothing; without such
-operators, the collector's own timing of one node (moved to the forward pass's
-stack depth) stands in.
+operators; they sit in the own time of the forward operators that record a
+node (see :func:`_forward_captures_ms`). Without view operators to measure the
+cheapest capture on, the collector's own timing of one node (moved to the
+forward pass's stack depth) stands in.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from advisor.analyze.common import NS_PER_MS, site, step_ms
 from advisor.analyze.findings import FactSpec
@@ -261,28 +261,43 @@ def _anomaly_cost(view: TraceView, probe: Any) -> dict[str, Any]:
     backward_ms = float(host["dur"].to_numpy()[checks].sum() + host["self_ns"].to_numpy()[evaluate].sum())
     backward_ms /= steps * NS_PER_MS
     out: dict[str, Any] = {"anomaly.nodes_per_step": round(nodes, 2), "anomaly.nan_check_ms": round(backward_ms, 3)}
-    node_us = _node_us_from_views(view)
-    if node_us is None:
+    stack_ms = _forward_captures_ms(view, nodes)
+    if stack_ms is None:
         node_us = _node_us_in_forward(view, probe)
-    if node_us is not None:
-        stack_ms = nodes * node_us / 1e3
+        stack_ms = None if node_us is None else nodes * node_us / 1e3
+    if stack_ms is not None:
         total = backward_ms + stack_ms
         step = step_ms(view)
-        out.update({"anomaly.stack_us": round(node_us, 1), "anomaly.stack_ms": round(stack_ms, 3),
+        out.update({"anomaly.stack_us": round(stack_ms * 1e3 / nodes, 1) if nodes else None,
+                    "anomaly.stack_ms": round(stack_ms, 3),
                     "anomaly.ms": round(total, 3), "anomaly.share": round(total / step, 4) if step else None})
     return out
 
 
-def _node_us_from_views(view: TraceView) -> float | None:
-    """The median own time of the forward pass's view operators that record a node (``aten::t`` in each
-    nn.Linear, ``aten::view``...): they compute nothing, so their time is what recording a node costs
-    at the forward pass's own stack depth. None with fewer than :data:`_MIN_SAMPLES` of them."""
+def _forward_captures_ms(view: TraceView, nodes: float) -> float | None:
+    """The forward pass's stack captures per step, from its operators that record an autograd node.
+
+    Each such operator's own time is its work plus the captures of the nodes it records (its own, and
+    the AccumulateGrad node of a parameter it is the first to use). Its work is about the same every
+    step, the captures are not (the garbage they make is collected now and then): so every call's own
+    time beyond the least of the same operator in the same module is capture, and every node costs at
+    least the cheapest capture, the least own time of a view operator that records a node (``aten::t``
+    in each nn.Linear: it computes nothing). None without five such view operators.
+    """
     host = view.host
-    rows = ((host["phase"] == "forward") & (host["seq"] >= 0) & (host["cat"] == "cpu_op")
-            & (host["step"] >= 0)).to_numpy() & view.host_names(lambda n: n in _VIEW_OPS, bool)
-    if rows.sum() < _MIN_SAMPLES:
+    if "seq" not in host or "module" not in host:  # a trace without sequence numbers or module labels
         return None
-    return float(np.median(host["self_ns"].to_numpy()[rows])) / 1e3
+    rows = np.flatnonzero(((host["phase"] == "forward") & (host["seq"] >= 0) & (host["cat"] == "cpu_op")
+                           & (host["step"] >= 0)).to_numpy())
+    views = rows[view.host_names(lambda n: n in _VIEW_OPS, bool)[rows]]
+    if len(views) < _MIN_SAMPLES:
+        return None
+    own = host["self_ns"].to_numpy()[rows].astype("float64")
+    keys = pd.DataFrame({"name": host["name"].to_numpy()[rows], "module": host["module"].to_numpy()[rows]})
+    least = pd.Series(own).groupby([keys["name"].astype(str), keys["module"].astype(str)]).transform("min")
+    excess = float((own - least.to_numpy()).sum())
+    cheapest = float(host["self_ns"].to_numpy()[views].min())
+    return (excess / max(view.step_count, 1) + nodes * cheapest) / NS_PER_MS
 
 
 def _node_us_in_forward(view: TraceView, probe: Any) -> float | None:
@@ -298,6 +313,8 @@ def _node_us_in_forward(view: TraceView, probe: Any) -> float | None:
         return None
     depth, user_depth = _number(probe.get("depth")) or 0, _number(probe.get("user_depth")) or 0
     host = view.host
+    if "seq" not in host or "module" not in host:
+        return None
     forward = ((host["phase"] == "forward") & (host["seq"] >= 0) & (host["cat"] == "cpu_op")).to_numpy()
     modules = host["module"].to_numpy()[forward]
     levels = float(np.mean([str(m).count(".") + 1 if str(m) not in ("", "nan") else 0 for m in modules])) \

@@ -2,12 +2,13 @@
 
 - DataLoader worker restarts: each new multi-process iterator (``iter(loader)``
   at every epoch without ``persistent_workers``) is a
-  :data:`~advisor.naming.WORKERS_START_RANGE` range. What a restart costs is
-  that range (starting the worker processes) plus the extra wait of the batch
-  fetched just before it (the old iterator's workers are stopped inside the
-  ``__next__`` that ends the epoch) and of the first batch after it (the new
-  workers start, set up their dataset copy and prepare their first batch),
-  each beyond the median wait of the other batches.
+  :data:`~advisor.naming.WORKERS_START_RANGE` range. What the restarts cost is
+  how much longer the steps that hold one take than the median step without:
+  the old workers are stopped, the new ones start, set up their copy of the
+  dataset and prepare their first batch, and while they set up they also take
+  cores from the training loop. When every step holds a restart, the cost is
+  the range itself plus the extra wait of the batches just before and after it,
+  beyond the median wait for a batch.
 - Checkpoints: each ``torch.save`` in the steps is a
   :data:`~advisor.naming.SAVE_RANGE` range; its duration is the time the step
   is held up by serialising and writing.
@@ -32,8 +33,8 @@ __all__ = ["checkpoints", "worker_restarts"]
 
 RESTART_FACTS = (
     FactSpec("dataloader.worker_starts_per_step", "count", "times per step a DataLoader started new worker processes"),
-    FactSpec("dataloader.worker_start_ms", "ms", "time per step the restarts cost: starting the workers and the extra "
-                                                 "wait of the batches around each start"),
+    FactSpec("dataloader.worker_start_ms", "ms", "time per step the restarts cost: how much longer the steps with one "
+                                                 "take than the median step without"),
     FactSpec("dataloader.worker_start_share", "fraction", "worker_start_ms as a share of the step"),
     FactSpec("dataloader.worker_start_site", "text", "the user's line that starts the DataLoader's iteration"),
 )
@@ -63,6 +64,36 @@ def worker_restarts(view: TraceView) -> dict[str, Any]:
     starts = _ranges(view, WORKERS_START_RANGE)
     if len(starts) == 0:
         return {}
+    cost = _restart_steps_excess(view, starts)
+    if cost is None:
+        cost = _restart_waits(view, starts)
+    steps = max(view.step_count, 1)
+    cost_ms = cost / steps / NS_PER_MS
+    step = step_ms(view)
+    out: dict[str, Any] = {
+        "dataloader.worker_starts_per_step": round(len(starts) / steps, 3),
+        "dataloader.worker_start_ms": round(cost_ms, 3),
+        "dataloader.worker_start_share": round(cost_ms / step, 4) if step else None,
+    }
+    where = _site(view, starts)
+    if where:
+        out["dataloader.worker_start_site"] = where
+    return out
+
+
+def _restart_steps_excess(view: TraceView, starts: np.ndarray) -> float | None:
+    """How much longer the steps with a restart take than the median step without one (ns, summed);
+    None when every step has one."""
+    with_start = np.unique(view.host["step"].to_numpy()[starts])
+    durations = view.steps["dur"].to_numpy().astype("float64")
+    others = np.setdiff1d(np.arange(len(durations)), with_start)
+    if len(others) == 0:
+        return None
+    return float(np.maximum(durations[with_start] - np.median(durations[others]), 0).sum())
+
+
+def _restart_waits(view: TraceView, starts: np.ndarray) -> float:
+    """The restarts' ranges plus the extra wait of the batches around them (ns, summed)."""
     host = view.host
     ts, end, dur = (host[c].to_numpy() for c in ("ts", "end", "dur"))
     fetches = _ranges(view, PHASE_NAMES["dataloader"])
@@ -76,19 +107,7 @@ def worker_restarts(view: TraceView) -> dict[str, Any]:
             around.add(int(fetches[after - 1]))
     normal = [int(f) for f in fetches if int(f) not in around]
     typical = float(np.median(dur[normal])) if normal else 0.0
-    cost = float(dur[starts].sum()) + sum(max(0.0, float(dur[f]) - typical) for f in around)
-    steps = max(view.step_count, 1)
-    cost_ms = cost / steps / NS_PER_MS
-    step = step_ms(view)
-    out: dict[str, Any] = {
-        "dataloader.worker_starts_per_step": round(len(starts) / steps, 3),
-        "dataloader.worker_start_ms": round(cost_ms, 3),
-        "dataloader.worker_start_share": round(cost_ms / step, 4) if step else None,
-    }
-    where = _site(view, starts)
-    if where:
-        out["dataloader.worker_start_site"] = where
-    return out
+    return float(dur[starts].sum()) + sum(max(0.0, float(dur[f]) - typical) for f in around)
 
 
 @analyzer("checkpoints", needs=("user_annotation",), provides=CHECKPOINT_FACTS)
