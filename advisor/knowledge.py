@@ -15,10 +15,24 @@ An entry is ``knowledge/<id>.md``: YAML front matter between ``---`` lines
 ``advisor rules lint`` can fail on an incomplete entry. Rules name entries
 in their ``knowledge`` list; :func:`load_entry` finds one for a report, in
 the rule's own folder first, then among the built-in entries.
+
+An entry that no rule can detect yet says so in its front matter, with the
+data a rule would need (words of :data:`NEEDS`), the rule that will use it,
+and why the data at hand cannot show the problem::
+
+    detection:
+      needs: [gpu]
+      rule: GPU011
+      why: a CPU run has no kernel launches to count
+
+``advisor rules lint`` fails on a built-in entry that no rule names and that
+has no such marker, so a run with that problem is never silently called
+healthy.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +44,40 @@ from advisor.engine.safe_yaml import parse_yaml
 from advisor.errors import InputError, RuleError
 from advisor.resources import knowledge_dir
 
-__all__ = ["REQUIRED_FIELDS", "SECTIONS", "Entry", "check_entry", "entry_files", "find_entry", "load_entries",
-           "load_entry", "parse_entry"]
+__all__ = ["NEEDS", "REQUIRED_FIELDS", "SECTIONS", "Detection", "Entry", "check_entry", "entry_files",
+           "find_entry", "load_entries", "load_entry", "parse_entry"]
 
 SECTIONS = ("What it looks like", "Why it slows training", "How to fix", "Expected gain", "References")
 REQUIRED_FIELDS = ("id", "title", "category", "summary")
+#: the data a rule may need that a run does not always have: word -> what it is
+NEEDS = {
+    "gpu": "a trace of a run on a GPU (kernels, copies, CUDA runtime calls)",
+    "nsys": "an Nsight Systems report of the run",
+    "ncu": "Nsight Compute results for the run's kernels",
+    "ranks": "traces of two or more ranks of one job",
+    "shapes": "operator input shapes (record_shapes=True)",
+    "memory": "allocation events (profile_memory=True, `advisor diagnose --memory`)",
+    "stacks": "Python call stacks in the trace (with_stack=True)",
+    "multi-socket": "a machine with two or more NUMA nodes, and the CPU and memory binding of each process",
+    "worker-profile": "what DataLoader worker processes spend their time on (a profile of the workers)",
+}
+DETECTION_FIELDS = ("needs", "rule", "why")
 _LINK = re.compile(r"https?://[^\s)>\]]+")
 _FENCE = re.compile(r"^\s*```")
+
+
+@dataclass(frozen=True)
+class Detection:
+    """An entry's ``detection`` marker: no rule detects it yet, and what a rule would need."""
+
+    needs: tuple[str, ...]
+    rule: str
+    why: str
+
+    @property
+    def needs_text(self) -> str:
+        """``a trace of a run on a GPU and traces of two or more ranks of one job``."""
+        return " and ".join(NEEDS.get(n, n) for n in self.needs)
 
 
 @dataclass
@@ -57,6 +98,17 @@ class Entry:
     def links(self, section: str) -> list[str]:
         return _LINK.findall(self.sections.get(section, ""))
 
+    @property
+    def detection(self) -> Detection | None:
+        """The ``detection`` marker, read leniently (:func:`check_entry` says what is wrong with it)."""
+        raw = self.meta.get("detection")
+        if not isinstance(raw, dict):
+            return None
+        needs = raw.get("needs") or []
+        needs = needs if isinstance(needs, list) else [needs]
+        return Detection(tuple(str(n) for n in needs), " ".join(str(raw.get("rule") or "").split()),
+                         " ".join(str(raw.get("why") or "").split()))
+
 
 def parse_entry(text: str, path: Path | None = None) -> Entry:
     """An entry from the text of its file; a file without front matter is a :class:`RuleError`."""
@@ -70,7 +122,8 @@ def parse_entry(text: str, path: Path | None = None) -> Entry:
         raise RuleError(path, 2, "the front matter must be a mapping with id, title, category and summary")
     body_offset = text[:end + 5].count("\n")
     sections, heading_lines = _sections(text[end + 5:], body_offset)
-    lines = {str(k[0]): v + 1 for k, v in line_map.lines.items() if len(k) == 1}
+    # "detection.needs" for the marker's fields; one line for the whole front matter offset
+    lines = {".".join(str(p) for p in k): v + 1 for k, v in line_map.lines.items() if 1 <= len(k) <= 2}
     tags = meta.get("tags") or []
     return Entry(
         id=str(meta.get("id", "")), title=str(meta.get("title", "")),
@@ -131,6 +184,39 @@ def check_entry(entry: Entry) -> list[RuleError]:
     if refs and not _LINK.search(refs):
         problems.append(RuleError(path, entry.lines.get("References"),
                                   "`## References` needs links to primary documentation"))
+    if "detection" in entry.meta:
+        problems += _detection_problems(entry)
+    return problems
+
+
+def _detection_problems(entry: Entry) -> list[RuleError]:
+    """What is wrong with the ``detection`` marker: its shape, missing fields, words outside :data:`NEEDS`."""
+    path, raw = entry.path, entry.meta["detection"]
+    line = entry.lines.get("detection", 2)
+    if not isinstance(raw, dict):
+        return [RuleError(path, line, "`detection` must be a mapping with needs, rule and why")]
+    problems = []
+    for key in raw:
+        if key not in DETECTION_FIELDS:
+            problems.append(RuleError(path, entry.lines.get(f"detection.{key}", line),
+                                      f"`detection.{key}` is not a field; the fields are {', '.join(DETECTION_FIELDS)}"))
+    needs = raw.get("needs")
+    if not isinstance(needs, list) or not needs:
+        problems.append(RuleError(path, entry.lines.get("detection.needs", line),
+                                  f"`detection.needs` must be a list of one or more of: {', '.join(NEEDS)}"))
+    else:
+        for word in needs:
+            if word not in NEEDS:
+                close = difflib.get_close_matches(str(word), list(NEEDS), n=1)
+                hint = f"; did you mean `{close[0]}`?" if close else f" (known: {', '.join(NEEDS)})"
+                problems.append(RuleError(path, entry.lines.get("detection.needs", line),
+                                          f"`detection.needs`: unknown word `{word}`{hint}"))
+    for key, meaning in (("rule", "the rule that will use the data (an id like GPU011, or a sentence)"),
+                         ("why", "why the data at hand cannot show the problem")):
+        value = raw.get(key)
+        if not isinstance(value, str) or not value.strip():
+            problems.append(RuleError(path, entry.lines.get(f"detection.{key}", line),
+                                      f"`detection.{key}` must say {meaning}"))
     return problems
 
 

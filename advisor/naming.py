@@ -17,9 +17,12 @@ __all__ = [
     "PARTIAL_STEP",
     "PHASES",
     "PHASE_NAMES",
+    "POOL_PROBE_RANGE",
     "RECOMPUTE",
+    "SAVE_RANGE",
     "SOURCE_PREFIX",
     "STEP_PREFIX",
+    "WORKERS_START_RANGE",
     "is_direct_label",
     "module_label",
     "parse_source_label",
@@ -44,6 +47,12 @@ PARTIAL_STEP = "advisor::partial_step"
 CLOSURE = "advisor::closure"
 #: a module called while backward runs: activation checkpointing recomputing its forward
 RECOMPUTE = "advisor::recompute"
+#: around each torch.save call in the profiled window (advisor.collect.host_hooks)
+SAVE_RANGE = "advisor::torch.save"
+#: around the start of a DataLoader's worker processes (a new multi-process iterator)
+WORKERS_START_RANGE = "advisor::dataloader_workers_start"
+#: around one small operator on the intra-op pool, after each optimizer step in the profiled window
+POOL_PROBE_RANGE = "advisor::pool_probe"
 
 SOURCE_PREFIX = "advisor::src "
 #: ends the source label of a torch call that the user's line made itself, rather than library code it called

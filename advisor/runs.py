@@ -136,8 +136,8 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
         timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
         traces=[run.relative(t) for t in result.traces], child_command=result.command,
     )
-    # what the analyzers may read of run.json: how steps were found, and the cores and threads (dataloader.cores)
-    meta = {"step_method": result.step_method, "environment": first.get("environment", {}),
+    # the analyzers read the whole run.json (the host analyzers its environment), and what is known only here
+    meta = {**run.read_metadata(), "step_method": result.step_method, "environment": first.get("environment", {}),
             "threads_at_capture": first.get("threads_at_capture"), "nproc_per_node": nproc_per_node,
             "host_costs": first.get("host_costs") or {}}
     traces = load_traces(result.traces)

@@ -14,6 +14,8 @@ from advisor.analyze import (  # noqa: F401
     gpu_memory,
     gpu_ranks,
     gpu_time,
+    host,
+    host_events,
     kernels,
     launch,
     layout_copies,

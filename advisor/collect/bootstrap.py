@@ -55,6 +55,7 @@ from typing import Any
 # Imported before the script's directory replaces sys.path[0].
 from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import describe_environment
+from advisor.collect import host_hooks
 from advisor.collect.labels import PhaseLabels
 from advisor.collect.source_marker import SourceMarker, library_roots
 from advisor.collect.backends import KinetoBackend, NvtxBackend
@@ -109,6 +110,8 @@ class Child:
             labels.source = marker.caller_label
         self.driver = StepDriver(self.cfg, backend, labels, marker, self._captured, started=self.started)
         self.driver.attach()
+        # torch.save and DataLoader worker start-up, named in the trace with the line that called them
+        host_hooks.install(marker.caller_label if marker is not None else None)
         if self.cfg.mode == "kineto":
             # In nvtx mode the outer tool (nsys, ncu) owns stopping and saving; and Nsight
             # Systems 2022.4's OS-runtime tracing hangs at exit in a target that installs

@@ -13,7 +13,12 @@ unsafe YAML and expressions that do not parse), lint checks:
   facts of the right type, and which put every threshold's fact just either
   side of the threshold;
 - the knowledge entries it names exist, and built-in rules name at least one;
-- knowledge entries have every section (:mod:`advisor.knowledge`).
+- knowledge entries have every section (:mod:`advisor.knowledge`);
+- every built-in knowledge entry is detected (a built-in rule names it in
+  its ``knowledge`` list) or says, in a ``detection`` marker, which data a
+  rule would need; a marker on an entry that a rule now names is stale.
+  These *coverage* problems are also kept apart in
+  :attr:`LintReport.coverage`: the rule index can still be built with them.
 
 Each problem is a :class:`~advisor.errors.RuleError` naming file and line.
 """
@@ -46,6 +51,8 @@ class LintReport:
     rules: list[LoadedRule] = field(default_factory=list)
     rule_files: int = 0
     entries: int = 0
+    #: the problems of entries that no rule detects and no marker explains (also in ``problems``)
+    coverage: list[RuleError] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -84,6 +91,10 @@ def lint(paths: Iterable[Path] = (), user_dirs: Iterable[Path] = (), *, env: boo
                 report.problems += check_rule(rule, catalog, known_entries)
         report.problems += _duplicates(loaded)
         report.rules += loaded
+    if not paths:
+        named = {name for item in report.rules if item.builtin for name in item.rule.knowledge}
+        report.coverage = coverage_problems(entries, named)
+        report.problems += report.coverage
     report.problems.sort(key=lambda e: (str(e.path), e.line or 0))
     return report
 
@@ -124,6 +135,24 @@ def _lint_entries(paths: list[Path], report: LintReport) -> dict[str, Entry]:
         report.problems += check_entry(entry)
         entries[entry.id or path.stem] = entry
     return entries
+
+
+def coverage_problems(entries: Mapping[str, Entry], named: Iterable[str]) -> list[RuleError]:
+    """Entries that no rule names and no ``detection`` marker explains, and markers a rule has made stale."""
+    named = set(named)
+    problems = []
+    for entry_id, entry in sorted(entries.items()):
+        marked = "detection" in entry.meta
+        if entry_id in named and marked:
+            problems.append(RuleError(entry.path, entry.lines.get("detection", 2),
+                                      "a rule names this entry in its `knowledge` list, so it is detected: "
+                                      "remove the `detection` marker"))
+        elif entry_id not in named and not marked:
+            problems.append(RuleError(entry.path, entry.lines.get("id", 2),
+                                      "no rule detects this entry: add a rule that names it in its `knowledge` "
+                                      "list, or a `detection` marker saying which data a rule would need "
+                                      "(docs/rule-schema.md, Knowledge entries)"))
+    return problems
 
 
 def _duplicates(loaded: list[LoadedRule]) -> list[RuleError]:

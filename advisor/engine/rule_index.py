@@ -48,7 +48,7 @@ def _code(text: str) -> str:
 
 def render_index(rules: Iterable[LoadedRule], entries: Mapping[str, Entry], rules_root: Path,
                  knowledge_link: str = "../knowledge", rules_link: str = "../rules") -> str:
-    """The Markdown of the index: rules by stage, then knowledge entries by category."""
+    """The Markdown of the index: rules by stage, knowledge entries by category, then the entries no rule detects."""
     rules = sorted(rules, key=lambda r: r.rule.id)
     used_by: dict[str, list[str]] = defaultdict(list)
     for item in rules:
@@ -92,4 +92,25 @@ def render_index(rules: Iterable[LoadedRule], entries: Mapping[str, Entry], rule
             out.append(f"- [{_cell(entry.title)}]({knowledge_link}/{entry.id}.md) (`{entry.id}`): "
                        f"{_cell(entry.summary)} Rules: {rules_text}.")
         out.append("")
+    out += _undetected(entries, used_by, knowledge_link)
     return "\n".join(out).rstrip() + "\n"
+
+
+def _undetected(entries: Mapping[str, Entry], used_by: Mapping[str, list[str]], knowledge_link: str) -> list[str]:
+    """The entries no rule detects yet: what a rule would need, which rule will use it, and why."""
+    waiting = [e for e in entries.values() if not used_by.get(e.id)]
+    if not waiting:
+        return []
+    out = ["## Not detected yet", "",
+           f"{len(waiting)} entries describe problems that no rule can detect from the data a run has today. "
+           "The advisor cannot check a run for them yet, so a healthy verdict says nothing about them. "
+           "Each says which data a rule would need "
+           "([the words](rule-schema.md#knowledge-entries)) and which rule will use it.", "",
+           "| entry | needs | rule | why |", "|---|---|---|---|"]
+    for entry in sorted(waiting, key=lambda e: e.id):
+        marker = entry.detection
+        needs = ", ".join(marker.needs) if marker else "not said"
+        rule = _cell(marker.rule) if marker else ""
+        why = _cell(marker.why) if marker else "no `detection` marker (`advisor rules lint` fails)"
+        out.append(f"| [{entry.id}]({knowledge_link}/{entry.id}.md) | {needs} | {rule} | {why} |")
+    return out

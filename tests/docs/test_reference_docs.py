@@ -61,3 +61,22 @@ def test_every_schema_field_is_documented() -> None:
         assert f"| `{name}` |" in text, name
     for name in RuleTest.model_fields:
         assert f"{name}:" in text, name
+
+
+def test_rule_index_lists_the_entries_no_rule_detects() -> None:
+    text = (DOCS / "rules.md").read_text()
+    section = text.split("## Not detected yet", 1)[1]
+    used = {k for loaded in RuleBook.load(env=False).rules.values() for k in loaded.rule.knowledge}
+    for entry_id, entry in load_entries().items():
+        row = f"| [{entry_id}](../knowledge/{entry_id}.md) |"
+        assert (row in section) == (entry_id not in used), entry_id
+        if entry.detection is not None and entry_id not in used:
+            assert f"{row} {', '.join(entry.detection.needs)} |" in section
+
+
+def test_every_detection_word_is_documented() -> None:
+    from advisor.knowledge import NEEDS
+
+    text = (DOCS / "rule-schema.md").read_text()
+    for word in NEEDS:
+        assert f"| `{word}` |" in text, word

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.knowledge import SECTIONS, check_entry, load_entries, parse_entry
+from advisor.knowledge import NEEDS, SECTIONS, Detection, check_entry, load_entries, parse_entry
 from advisor.errors import RuleError
 
 ENTRIES = load_entries()
@@ -117,3 +117,40 @@ def test_section_lines_point_into_the_file() -> None:
     lines = Path(entry.path).read_text().splitlines()
     for section in SECTIONS:
         assert lines[entry.lines[section] - 1] == f"## {section}"
+
+
+MARKER = """detection:
+  needs: [gpu, ranks]
+  rule: GPU011
+  why: a CPU run has no kernel launches to count
+"""
+
+
+def _marked(marker: str) -> str:
+    return GOOD.format(id="sample").replace("summary: One sentence.\n", "summary: One sentence.\n" + marker)
+
+
+def test_a_detection_marker_is_read() -> None:
+    entry = parse_entry(_marked(MARKER), Path("knowledge/sample.md"))
+    assert check_entry(entry) == []
+    assert entry.detection == Detection(("gpu", "ranks"), "GPU011", "a CPU run has no kernel launches to count")
+    assert entry.detection.needs_text == f"{NEEDS['gpu']} and {NEEDS['ranks']}"
+
+
+def test_a_detection_marker_with_an_unknown_word_names_its_line_and_the_closest_word() -> None:
+    text = _marked(MARKER.replace("[gpu, ranks]", "[gpu, rank]"))
+    (problem,) = check_entry(parse_entry(text, Path("knowledge/sample.md")))
+    assert problem.line == text.splitlines().index("  needs: [gpu, rank]") + 1
+    assert problem.message == "`detection.needs`: unknown word `rank`; did you mean `ranks`?"
+
+
+def test_a_detection_marker_needs_every_field() -> None:
+    text = _marked("detection:\n  needs: []\n  rule: ' '\n  wy: typo\n")
+    messages = _messages(text)
+    assert "`detection.wy` is not a field; the fields are needs, rule, why" in messages
+    assert any(m.startswith("`detection.needs` must be a list of one or more of: gpu, nsys, ncu") for m in messages)
+    assert any(m.startswith("`detection.rule` must say the rule that will use the data") for m in messages)
+    assert any(m.startswith("`detection.why` must say why the data at hand cannot show") for m in messages)
+    assert len(messages) == 4
+    assert _messages(_marked("detection: gpu\n")) == ["`detection` must be a mapping with needs, rule and why"]
+

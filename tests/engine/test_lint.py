@@ -20,10 +20,85 @@ def test_the_base_rule_is_clean(tmp_path: Path) -> None:
     assert problems(write_rule(tmp_path)) == []
 
 
+#: Entries whose rules are being written on other branches (issue 14; cpu-bound-augmentation: DL001's
+#: knowledge list, with the worker facts in its text). Remove each as its rule lands; the set only
+#: shrinks: an entry outside it that no rule detects and no marker explains fails the test.
+PENDING = {
+    "activation-checkpointing-tradeoff", "allocator-fragmentation", "allocator-retries", "amp-not-used",
+    "attention-not-fused", "channels-last-convolutions", "cpu-bound-augmentation", "cuda-empty-cache-calls", "cudnn-benchmark-off",
+    "data-dependent-shape-sync", "ddp-find-unused-parameters", "ddp-gradient-bucketing", "eval-without-no-grad",
+    "explicit-cuda-synchronize", "fp16-loss-scaling", "fsdp-prefetch", "gradient-accumulation-no-sync",
+    "item-in-training-loop", "nccl-small-messages", "non-contiguous-tensors", "print-tensor-sync",
+    "rank-load-imbalance", "rank0-extra-work", "tensor-shapes-not-multiple-of-8", "tensors-created-on-cpu",
+    "torch-compile-graph-breaks", "torch-compile-recompiles", "unfused-elementwise-chains",
+    "variable-shape-reallocation", "zero-grad-set-to-none",
+}
+
+
 def test_the_builtin_rules_and_entries_are_clean() -> None:
     report = lint(env=False)
-    assert report.problems == [], [str(p) for p in report.problems]
+    others = [p for p in report.problems if p not in report.coverage]
+    assert others == [], [str(p) for p in others]
+    undetected = {Path(p.path).stem for p in report.coverage}
+    assert undetected <= PENDING, sorted(undetected - PENDING)
     assert report.rule_files >= 3 and report.entries >= 33
+
+
+ENTRY = """---
+id: {id}
+title: A title
+category: data loading
+summary: One sentence.
+{marker}---
+
+## What it looks like
+
+Long waits.
+
+## Why it slows training
+
+Because.
+
+## How to fix
+
+```python
+loader = DataLoader(ds, num_workers=4)
+```
+
+## Expected gain
+
+Half, per [the docs](https://pytorch.org/docs/stable/data.html).
+
+## References
+
+- [DataLoader](https://pytorch.org/docs/stable/data.html)
+"""
+MARKER = "detection:\n  needs: [gpu]\n  rule: TST002\n  why: a CPU run has no kernels\n"
+
+
+def test_every_builtin_entry_is_detected_or_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from advisor.engine import lint as lint_module
+
+    rules, knowledge = tmp_path / "rules", tmp_path / "knowledge"
+    write_rule(rules / "framework", knowledge=["named", "named-and-marked"])
+    knowledge.mkdir()
+    for entry_id, marker in (("named", ""), ("named-and-marked", MARKER), ("marked", MARKER), ("neither", "")):
+        (knowledge / f"{entry_id}.md").write_text(ENTRY.format(id=entry_id, marker=marker))
+    monkeypatch.setattr(lint_module, "rules_dir", lambda: rules)
+    monkeypatch.setattr(lint_module, "knowledge_dir", lambda: knowledge)
+    report = lint(env=False)
+    assert [str(p) for p in report.problems] == [str(p) for p in report.coverage] == [
+        f"{knowledge / 'named-and-marked.md'}:6: a rule names this entry in its `knowledge` list, so it is detected: "
+        "remove the `detection` marker",
+        f"{knowledge / 'neither.md'}:2: no rule detects this entry: add a rule that names it in its `knowledge` "
+        "list, or a `detection` marker saying which data a rule would need (docs/rule-schema.md, Knowledge entries)",
+    ]
+
+
+def test_entries_linted_by_path_need_no_rule(tmp_path: Path) -> None:
+    path = tmp_path / "mine.md"
+    path.write_text(ENTRY.format(id="mine", marker=""))
+    assert problems(path) == []
 
 
 def test_unknown_fact_names_line_and_suggests(tmp_path: Path) -> None:
