@@ -47,6 +47,8 @@ REPO = HERE.parent
 EXAMPLES = REPO / "examples"
 TABLE = EXAMPLES / "calibration.yaml"
 TOLERANCE = 0.30
+#: OMP_NUM_THREADS for every run (--threads); None leaves the environment's
+THREADS: str | None = None
 
 
 def load_average() -> str:
@@ -81,6 +83,8 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 def _advisor(*args: str, log: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    if THREADS:
+        env["OMP_NUM_THREADS"] = THREADS
     with log.open("a") as out:
         proc = subprocess.run([sys.executable, "-m", "advisor", *args], cwd=REPO, env=env, stdout=out,
                               stderr=subprocess.STDOUT)
@@ -168,9 +172,15 @@ def main() -> None:
     parser.add_argument("--only", action="append", metavar="EXAMPLE", help="only this example (repeatable)")
     parser.add_argument("--repeat", type=int, default=3, help="slow/fixed pairs per example (median reported)")
     parser.add_argument("--active", type=int, help="profiled steps per run (advisor diagnose --active)")
+    parser.add_argument("--threads", type=int,
+                        help="OMP_NUM_THREADS for every run (examples that set their own threads keep theirs): one "
+                             "thread keeps a busy machine's scheduler out of the figures, as parallel operators "
+                             "on a shared core wait for a descheduled thread at every barrier")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--out", type=Path, help="folder for the runs (default bench/out/calibrate-<time>)")
     args = parser.parse_args()
+    global THREADS
+    THREADS = str(args.threads) if args.threads else None
     rows = read_rows(TABLE)
     if args.only:
         wanted = {name if name.endswith(".py") else name + ".py" for name in args.only}
@@ -181,7 +191,8 @@ def main() -> None:
     out = args.out or HERE / "out" / f"calibrate-{time.strftime('%Y%m%d-%H%M%S')}"
     extra = ["--active", str(args.active)] if args.active else []
     before = load_average()
-    print(f"load average before: {before} ({os.cpu_count()} CPUs); runs in {out}")
+    print(f"load average before: {before} ({os.cpu_count()} CPUs); runs in {out}"
+          + (f"; OMP_NUM_THREADS={THREADS}" if THREADS else ""))
     results = []
     for row in rows:
         print(f"\n{row['example']} ({row['rule']}; fixed: {' '.join(row['fixed_args']) or 'no arguments'})")
@@ -195,7 +206,8 @@ def main() -> None:
     print(f"\nload average after: {after}")
     if args.json:
         args.json.write_text(json.dumps({"load_before": before, "load_after": after, "cpus": os.cpu_count(),
-                                         "repeat": args.repeat, "results": results}, indent=1))
+                                         "repeat": args.repeat, "threads": THREADS,
+                                         "results": results}, indent=1))
     sys.exit(0 if all(r["result"] == "PASS" for r in results) else 1)
 
 
