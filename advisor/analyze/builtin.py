@@ -3,6 +3,7 @@
 from advisor.analyze import (  # noqa: F401
     comm,
     copies,
+    data_quality,
     dataloader,
     gpu_kernels,
     gpu_memory,

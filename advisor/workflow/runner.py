@@ -24,6 +24,7 @@ from advisor.analyze.findings import Findings
 from advisor.analyze.registry import registered, run_analyzers
 from advisor.engine.evaluate import Diagnosis
 from advisor.errors import CollectError, InputError
+from advisor.guard import analysing
 from advisor.rundir import RunDir
 from advisor.workflow.stages import StageContext, StageSpec, registered_stages
 from advisor.workflow.walk import TrailEntry, guard_environment
@@ -139,7 +140,8 @@ class StageRunner:
             raise InputError(paths[0] if paths else spec.name, f"the {spec.name} stage has no loader")
         view = spec.load(paths, self.run_meta, self.findings.values())
         evidence = ", ".join(self.run.relative(p) for p in paths)
-        new = run_analyzers(view, spec.analyzer_stage, evidence=evidence)
+        with analysing(", ".join(str(p) for p in paths)):
+            new = run_analyzers(view, spec.analyzer_stage, evidence=evidence)
         new.notes.extend(getattr(view, "notes", []))
         replace_stage_facts(self.findings, spec.analyzer_stage, new)
         self.diagnosed = self._diagnose(self.findings)
