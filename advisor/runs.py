@@ -68,16 +68,25 @@ OUTCOME_PHRASES = {
 
 
 def outcome_sentence(result: FrameworkResult) -> str:
-    """One sentence on how the script ended: ``the script raised RuntimeError: boom (train.py:57), exit code 1``."""
+    """One sentence on how the script ended: ``the script raised RuntimeError: boom (train.py:57), exit code 1``.
+
+    A crash in a DataLoader worker names the worker and its line; the worker's whole traceback is in a file of
+    the run directory (``framework/worker_traceback.rank<R>.txt``), which the sentence names.
+    """
     error = result.error
+    kept = ""
     if result.outcome == "error" and error and error.get("type") == "SystemExit":
         how = "exited with an error"
     elif result.outcome == "error" and error:
         where = f" ({Path(error['file']).name}:{error['line']})" if error.get("file") and error.get("line") else ""
-        how = f"raised {error['type']}: {error.get('message', '')}{where}"
+        message = " ".join(str(error.get("message", "")).split())
+        worker = f" in DataLoader worker {error['worker']}" if error.get("worker") is not None else ""
+        how = f"raised {error['type']}{worker}: {message}{where}"
+        if error.get("traceback_file"):
+            kept = f"; the worker's traceback is in {result.stage_dir / error['traceback_file']}"
     else:
         how = OUTCOME_PHRASES.get(result.outcome, result.outcome)
-    return f"the script {how}, exit code {result.exit_code}"
+    return f"the script {how}, exit code {result.exit_code}{kept}"
 
 
 def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
@@ -92,12 +101,15 @@ def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
         window = f"the profiled window (steps {cfg.wait + cfg.warmup} to {cfg.wait + cfg.warmup + cfg.active - 1})"
     if profile == "partial":
         return f"the script {how} during {window}; the steps it finished until then were analysed"
+    # After an error or a crash the advice is to fix that, not to profile differently.
+    failed = result.outcome in ("error", "crashed")
     if result.step_method is None:
+        advice = "" if failed else "; use --steps time to record a time window"
         return (f"the script {how} before any step was recognised (no optimizer.step(), no DataLoader "
-                "batch, no call of a model); use --steps time to record a time window")
+                f"batch, no call of a model){advice}")
     steps = max((s.get("steps_seen") or 0 for s in result.statuses), default=0)
-    return (f"the script {how} after {steps} step(s), before {window} began; "
-            "lower --wait/--warmup to profile earlier steps")
+    advice = "" if failed else "; lower --wait/--warmup to profile earlier steps"
+    return f"the script {how} after {steps} step(s), before {window} began{advice}"
 
 
 def _profiler_settings(cfg: CollectorConfig, timeout_s: float | None, nproc_per_node: int) -> dict[str, object]:
@@ -149,6 +161,8 @@ def _diagnose(run: RunDir, book: RuleBook, graph: Any, keep: Salvage, resolved: 
         timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
         traces=[run.relative(t) for t in result.traces], child_command=result.command,
     )
+    if result.ctrl_c_after:
+        raise KeyboardInterrupt  # pressed as the script ended: stop here, with its outcome recorded
     meta = {"step_method": result.step_method, "host_costs": first.get("host_costs") or {}}
     traces, unreadable = _load_collected(result.traces)
     findings = analyze_traces(traces, meta)

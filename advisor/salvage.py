@@ -63,7 +63,8 @@ class Salvage:
         findings.notes.append(f"{note}; {tail}; the report has no charts")
         save(self.run, diagnose_findings(findings, self.book, stopped_early=note))
         reports = render_run(self.run, charts=False)
-        return Interrupted(f"interrupted while {self.phase}; kept in {self.run.path}: {self._kept(reports)}")
+        nothing = "" if len(findings) else "nothing was analysed; "
+        return Interrupted(f"interrupted while {self.phase}; {nothing}kept in {self.run.path}: {self._kept(reports)}")
 
     def _kept(self, reports: dict[str, Path]) -> str:
         """``the trace (framework/rank0.pt.trace.json.gz), the findings, report.html``."""
@@ -74,5 +75,7 @@ class Salvage:
             parts.append(f"the trace{'s' if len(traces) > 1 else ''} ({names})")
         if self.findings is not None or self.saved:
             parts.append("the findings")
+        else:
+            parts.append("run.json")
         parts.append(Path(reports.get("html", self.run.file("report.html"))).name)
         return ", ".join(parts)

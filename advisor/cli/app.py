@@ -21,7 +21,7 @@ import typer
 from rich.console import Console
 
 from advisor import __version__
-from advisor.errors import EXIT_INTERRUPTED, AdvisorError
+from advisor.errors import EXIT_INTERRUPTED, AdvisorError, Interrupted
 from advisor.messages import say
 
 __all__ = ["FailOnOption", "OutOption", "RulesOption", "SeverityLevel", "WorkflowOption", "app", "err", "finish",
@@ -108,6 +108,9 @@ def run(args: Sequence[str] | None = None) -> int:
             # Typer turns a KeyboardInterrupt it sees into a silent exit 130; say it.
             say(err, "advisor: interrupted")
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Interrupted as exc:  # Ctrl-C is no error: the line says what was kept
+        say(err, f"advisor: {exc}", "yellow")
+        return exc.exit_code
     except AdvisorError as exc:
         if _state["debug"]:
             raise

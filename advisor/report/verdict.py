@@ -29,6 +29,7 @@ MIN_STEPS = 3
 #: events that cannot be used as recorded, from this share of the trace on, leave no verdict: shares and per-step
 #: times may be off by as much, more than the margin of most rules' thresholds
 UNTRUSTED_SHARE = 0.10
+NO_TRACE = "no trace was captured, so there was nothing to analyse"
 #: the note of a trace without steps: it is analysed, and judged, as one window
 NO_STEPS = ("no ProfilerStep ranges: the trace was analysed as one window, so per-step figures are for the whole "
             "trace")
@@ -46,7 +47,7 @@ class Verdict:
 
 def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
     if "steps.count" not in facts and "trace.cpu_ops" not in facts:
-        return ["no trace was captured, so there was nothing to analyse"]
+        return [NO_TRACE]
     missing = []
     if facts.get("trace.data_quality"):
         missing.append(str(facts["trace.data_quality"]))
@@ -73,6 +74,8 @@ def judge(diagnoses: Sequence[Diagnosis], facts: Mapping[str, Any], stopped_earl
     kernel_only = "steps.count" not in facts and any(name.startswith("ncu.") for name in facts)
     missing = [] if kernel_only else _missing_evidence(facts)  # framework checks need framework facts
     if stopped_early:
+        if not facts:  # nothing was analysed, and the reason it stopped says why
+            missing = [m for m in missing if m != NO_TRACE]
         missing.insert(0, stopped_early)
     why_not = untrusted(facts)
     if why_not:
