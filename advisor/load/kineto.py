@@ -68,6 +68,13 @@ tests/load/kineto_reference.py is the plain form of the same rules (the
 whole document through ``orjson.loads``, a loop per column); the tables must
 equal its tables (values, dtypes, categories, row order) on every fixture trace,
 with :data:`ARGS` and with :data:`ALL_ARGS`.
+
+Data quality: events the tables cannot hold as recorded are counted in
+``KinetoTrace.quality`` (:mod:`.kineto_quality`), never dropped silently;
+events far outside the profiled span (which the reference does not know of:
+no real trace has them) are left out, as their times cannot be placed. A trace
+with nothing to analyse (no events, none placed in time, none lasting any
+time) is a :class:`~advisor.errors.TraceError` naming the file.
 """
 
 from __future__ import annotations
@@ -86,7 +93,8 @@ import pandas as pd
 
 from advisor.errors import TraceError
 from advisor.load.json_stream import read_array
-from advisor.load.kineto_quality import STEP_KIND, STEP_PREFIX, DataQuality, check_events, check_span
+from advisor.load.kineto_quality import (MAX_TS_US, STEP_KIND, STEP_PREFIX, DataQuality, check_events, check_meta,
+                                         check_span)
 
 __all__ = ["ALL_ARGS", "ARGS", "CATEGORY_ALIASES", "EXTRA_ARGS", "INT32_COLUMNS", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
 
@@ -259,6 +267,7 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
         else:
             for _ in pieces:
                 pass  # each piece lands in ``columns``; the keys after the array land in ``meta`` at the end
+        meta_notes = check_meta(meta)
         _add_rank(meta)
         if window is not None:
             from advisor.load.kineto_window import META_KEY
@@ -268,6 +277,7 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
         events, quality = _events_table(columns, base_us)
         if events.empty or not events["dur"].any():  # nothing to analyse: say why, rather than analyse nothing
             raise TraceError(path, _no_events(columns, quality, events))
+        quality.meta_notes = meta_notes
         return KinetoTrace(
             path=path,
             events=events,
@@ -349,17 +359,13 @@ def _malloc_trim() -> Any:
 _MALLOC_TRIM = _malloc_trim()
 
 
-#: µs from the origin beyond which a time cannot be held in int64 ns (about 106 days)
-_MAX_US = 9.2e12
-
-
 def _to_ns(values: np.ndarray, base_us: int) -> np.ndarray:
-    """µs floats -> int64 ns; missing (NaN) values, and any too far from the origin for int64 ns, become the origin.
+    """µs floats -> int64 ns; missing (NaN) values, and any that int64 ns cannot hold, become the origin.
 
     (Events of the events table that far out are left out before, and counted: see :mod:`.kineto_quality`.)
     """
-    offset = values - base_us
-    offset = np.where(np.abs(offset) < _MAX_US, offset, 0.0)  # NaN compares False: also the origin
+    held = np.abs(values) < MAX_TS_US  # NaN compares False: also the origin
+    offset = np.where(held, values, float(base_us)) - base_us
     return np.round(offset * 1000.0).astype("int64") + base_us * 1000
 
 

@@ -22,6 +22,7 @@ numpy converts in C. Text columns are kept as codes into one dict per column
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from operator import attrgetter
@@ -33,7 +34,7 @@ import orjson
 from msgspec.structs import astuple
 
 from advisor.load.json_stream import MalformedPiece, error_position
-from advisor.load.kineto_quality import STEP_KIND, STEP_PREFIX
+from advisor.load.kineto_quality import MAX_TS_US, STEP_KIND, STEP_PREFIX
 
 __all__ = ["ARG_ATTRS", "Columns", "MEMORY_ARGS", "to_int", "to_text"]
 
@@ -110,7 +111,10 @@ def to_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # an integer beyond 64 bits, which orjson does not write
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _is_num(value: Any) -> bool:
@@ -153,12 +157,23 @@ def _codes(values: Any, table: dict[str, int]) -> np.ndarray:
 def _float_or_nan(values: list[Any]) -> np.ndarray:
     """Numbers as float64; anything else NaN (a timestamp given as text is parsed, as pandas would)."""
     try:
-        return np.array(values, dtype="float64")
-    except (TypeError, ValueError):
-        import pandas as pd
+        out = np.array(values, dtype="float64")
+        if out.ndim == 1:  # lists of numbers would make a table of them
+            return out
+    except (TypeError, ValueError, OverflowError):
+        pass
+    import pandas as pd
 
-        series = pd.Series([None if v is UNSET else v for v in values], dtype="object")
-        return pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64")
+    series = pd.Series([_finite_or_none(v) if isinstance(v, (int, float, str)) else None for v in values],
+                       dtype="object")
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64")
+
+
+def _finite_or_none(value: Any) -> Any:
+    """A number pandas can hold as a float (an int beyond float range is none), a text, or None."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1 << 1023:
+        return None
+    return value
 
 
 class Columns:
@@ -286,7 +301,7 @@ class Columns:
         events must not move the origin of all the others (it is left out as outside the span).
         """
         sample = np.array(self._first_ts, dtype="float64")
-        sample = sample[np.isfinite(sample)]
+        sample = sample[np.isfinite(sample) & (np.abs(sample) < MAX_TS_US)]
         if not len(sample):
             return 0
         near = sample[np.abs(sample - np.median(sample)) <= BASE_SPREAD_US]

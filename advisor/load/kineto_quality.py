@@ -39,12 +39,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+import math
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DataQuality", "NOTE_SHARE", "Problem", "STEP_KIND", "STEP_PREFIX", "check_events", "check_span"]
+__all__ = ["DataQuality", "MAX_TS_US", "NOTE_SHARE", "Problem", "STEP_KIND", "STEP_PREFIX", "check_events", "check_meta",
+           "check_span"]
 
+#: a time (µs) beyond this cannot be held in int64 ns from 1970 (the year 2096): outside any span
+MAX_TS_US = 4e15
 #: bad events above this share of the trace's events get a note in the report
 NOTE_SHARE = 0.01
 #: the kind under which ProfilerStep ranges are counted, and the prefix of their names
@@ -83,6 +87,8 @@ class DataQuality:
     #: ProfilerStep ranges among them
     bad_steps: int = 0
     problems: list[Problem] = field(default_factory=list)
+    #: the trace's top-level keys that were unusable and left out (see :func:`check_meta`)
+    meta_notes: list[str] = field(default_factory=list)
 
     @property
     def share(self) -> float:
@@ -91,13 +97,14 @@ class DataQuality:
     @property
     def material(self) -> bool:
         """Worth a note: more than :data:`NOTE_SHARE` of the events, or any step range."""
-        return self.bad_steps > 0 or self.share > NOTE_SHARE
+        return self.bad_steps > 0 or self.share > NOTE_SHARE or bool(self.meta_notes)
 
     def note(self) -> str:
         """``data quality: 22,710 of 45,420 events (50%) ...: `dur` missing ... on 11,955 of 23,910 cpu_op, ...``."""
         steps = f", {self.bad_steps} of them ProfilerStep ranges" if self.bad_steps else ""
-        return (f"data quality: {self.bad:,} of {self.events:,} events ({self.share:.0%}{steps}) cannot be used as "
-                f"recorded: {self.details()}")
+        parts = [f"{self.bad:,} of {self.events:,} events ({self.share:.0%}{steps}) cannot be used as recorded: "
+                 f"{self.details()}"] if self.bad else []
+        return "data quality: " + "; ".join(parts + self.meta_notes)
 
     def details(self) -> str:
         """Each problem with the kinds and counts it touches, and what the tables hold for it."""
@@ -114,7 +121,7 @@ class DataQuality:
 
     def to_dict(self) -> dict[str, Any]:
         return {"events": self.events, "bad": self.bad, "bad_steps": self.bad_steps,
-                "problems": [asdict(p) for p in self.problems]}
+                "problems": [asdict(p) for p in self.problems], "meta_notes": list(self.meta_notes)}
 
 
 def check_span(ts_us: np.ndarray, dur_us: np.ndarray, profiler_range: np.ndarray) -> np.ndarray:
@@ -123,16 +130,19 @@ def check_span(ts_us: np.ndarray, dur_us: np.ndarray, profiler_range: np.ndarray
     ``profiler_range``: a mask of the profiler's own ``Trace`` events.
     """
     finite = np.isfinite(ts_us)
-    if finite.sum() < 2:
-        return np.ones(len(ts_us), dtype=bool)
     end = ts_us + np.where(np.isfinite(dur_us), np.maximum(dur_us, 0), 0)
+    held = (np.abs(ts_us) < MAX_TS_US) & (np.abs(end) < MAX_TS_US) | ~finite
+    finite &= held
+    if finite.sum() < 2:
+        return held
     ranged = profiler_range & finite & np.isfinite(dur_us) & (dur_us > 0)
     if ranged.any():
         inside = _within(ts_us, end, float(ts_us[ranged].min()), float(end[ranged].max()))
         if inside[finite & ~profiler_range].mean() > 0.5:  # else the range itself is what is broken
-            return inside | ~finite
+            return held & (inside | ~np.isfinite(ts_us))
     lo, hi = (float(v) for v in np.percentile(ts_us[finite], [1, 99]))
-    return _within(ts_us, end, lo, hi) | ~finite  # a ts that is not a number is counted apart, not as outside
+    # a ts that is not a number is counted apart, not as outside
+    return held & (_within(ts_us, end, lo, hi) | ~np.isfinite(ts_us))
 
 
 def _within(ts_us: np.ndarray, end: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -172,6 +182,10 @@ def check_events(table: Mapping[str, np.ndarray], *, kinds: np.ndarray, labels: 
     ``outside``: the kind codes of the events left out for lying outside the span. ``missing_ts``: kind ->
     events left out while decoding for having no ``ts``.
     """
+    # one code per kind: a category can appear twice among the labels (old and new names, the collector's own)
+    unique = list(dict.fromkeys(labels))
+    remap = np.array([unique.index(label) for label in labels], dtype="int64")
+    labels, kinds, outside = unique, remap[kinds], remap[outside]
     per_kind = np.bincount(kinds, minlength=len(labels)) + np.bincount(outside, minlength=len(labels))
     totals = {label: int(n) for label, n in zip(labels, per_kind)}
     for kind, n in missing_ts.items():
@@ -235,3 +249,56 @@ def _check_duplicates(counter: _Counter, table: Mapping[str, np.ndarray], labels
             order = rows[np.argsort(corr[rows], kind="stable")]
             repeated[order[1:][corr[order][1:] == corr[order][:-1]]] = True
     counter.add(repeated, "", "duplicated", "kept")
+
+
+def _count(value: Any) -> bool:
+    """A whole number that can count ranks or name one."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and abs(value) < 1 << 62
+
+
+def check_meta(meta: dict[str, Any]) -> list[str]:
+    """Leave out the top-level values that cannot be what they claim; say which, for the note.
+
+    ``deviceProperties`` must be a list of objects whose ``name`` is text and other fields numbers;
+    ``distributedInfo`` an object whose ``rank`` and ``world_size`` are counts (rank below world size)
+    and ``backend`` text. The same holds for ``rank``, ``world_size`` and ``backend`` at the top level.
+    """
+    notes = []
+    devices = meta.get("deviceProperties")
+    if devices is not None:
+        if not isinstance(devices, list):
+            notes.append("`deviceProperties` is not a list (left out)")
+            del meta["deviceProperties"]
+        else:
+            kept, dropped = [], 0
+            for device in devices:
+                if not isinstance(device, dict):
+                    dropped += 1
+                    continue
+                clean = {k: v for k, v in device.items() if (isinstance(v, str) if k == "name" else _number(v))}
+                dropped += len(clean) < len(device)
+                kept.append(clean)
+            meta["deviceProperties"] = kept
+            if dropped:
+                notes.append(f"`deviceProperties`: {dropped} device(s) with fields of the wrong type (left out)")
+    info = meta.get("distributedInfo")
+    if info is not None and not isinstance(info, dict):
+        notes.append("`distributedInfo` is not an object (left out)")
+        del meta["distributedInfo"]
+    for where in (meta, meta.get("distributedInfo") or {}):
+        bad = [k for k in ("rank", "world_size") if k in where and not _count(where[k])]
+        if "backend" in where and not isinstance(where["backend"], str):
+            bad.append("backend")
+        if _count(where.get("rank")) and _count(where.get("world_size")) and where["rank"] >= where["world_size"]:
+            bad.append("rank")
+        for key in dict.fromkeys(bad):
+            del where[key]
+        if bad:
+            name = "" if where is meta else "distributedInfo."
+            notes.append(", ".join(f"`{name}{k}`" for k in dict.fromkeys(bad)) + " not a valid value (left out)")
+    return notes

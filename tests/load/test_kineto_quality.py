@@ -143,3 +143,30 @@ def test_every_duration_removed_is_an_error_naming_the_field(tmp_path) -> None:
         e.pop("dur", None)
     with pytest.raises(TraceError, match=r"none of its 112 complete events lasts any time.*`dur` missing"):
         _load(tmp_path, doc)
+
+
+def test_top_level_values_of_the_wrong_type_are_left_out_and_said(tmp_path) -> None:
+    """A `rank` of text or a device list with numbers in it is left out of the metadata, and the note says so."""
+    doc = _doc()
+    doc["deviceProperties"] = [{"name": "MI250X", "totalGlobalMem": "lots"}, 7]
+    doc["distributedInfo"] = {"rank": "x", "world_size": 2, "backend": 5}
+    trace = _load(tmp_path, doc)
+    assert trace.quality.meta_notes == ["`deviceProperties`: 2 device(s) with fields of the wrong type (left out)",
+                                        "`distributedInfo.rank`, `distributedInfo.backend` not a valid value "
+                                        "(left out)"]
+    assert trace.meta["deviceProperties"] == [{"name": "MI250X"}] and "rank" not in trace.meta
+    assert trace.quality.material and trace.quality.bad == 0
+    assert trace.quality.note() == "data quality: " + "; ".join(trace.quality.meta_notes)
+
+
+def test_huge_times_are_outside_the_span_not_an_overflow(tmp_path) -> None:
+    """Times beyond what int64 ns can hold (1e300, 2**64 µs) are counted as outside the span and left out."""
+    doc = _doc()
+    ops = _complete(doc, "cpu_op")
+    ops[0]["ts"], ops[1]["ts"], ops[2]["dur"] = 1e300, 2**64, 1e18
+    ops[3]["args"] = {"Input Dims": 2**70}  # beyond 64 bits: kept as its text
+    trace = _load(tmp_path, doc)
+    assert _problems(trace.quality) == {("cpu_op", "", "outside the profiled span"): 3}
+    events = trace.events
+    assert len(events) == 109
+    assert events["ts"].between(events["ts"].min(), events["ts"].min() + 10**10).all()
