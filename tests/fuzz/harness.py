@@ -66,13 +66,17 @@ def _alarm(seconds: float) -> Iterator[None]:
     def ring(signum: int, frame: Any) -> None:
         raise Hang(f"no answer in {seconds:.0f} s")
 
+    # pytest-timeout's own alarm (the test's 600 s) is put back afterwards, less the time this case took
     previous = signal.signal(signal.SIGALRM, ring)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    started = time.monotonic()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 0.001))
 
 
 @contextlib.contextmanager
