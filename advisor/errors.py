@@ -9,7 +9,9 @@
     │   └── ExpressionError      an expression does not parse or breaks a safety limit
     ├── CollectError             a profiling tool could not be started or gave nothing
     │   └── ToolMissingError     nsys / ncu / a GPU is not available; carries the command to run by hand
-    └── ScriptFailed             the user's script failed; what was captured is kept
+    ├── AnalysisError            the analysis broke on an input it should have handled: a bug, the file named
+    ├── ScriptFailed             the user's script failed; what was captured is kept
+    └── Interrupted              Ctrl-C; the message says what was kept and where (exit code 130)
 
 Every message says what happened, to which file, and what to do next.
 """
@@ -18,11 +20,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: the exit code of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
+EXIT_INTERRUPTED = 130
+
 __all__ = [
     "AdvisorError",
+    "AnalysisError",
     "CollectError",
     "ExpressionError",
+    "EXIT_INTERRUPTED",
     "InputError",
+    "Interrupted",
     "RuleError",
     "RunDirError",
     "ScriptFailed",
@@ -94,7 +102,43 @@ class ToolMissingError(CollectError):
         super().__init__(message)
 
 
+class AnalysisError(AdvisorError):
+    """The analysis of an input failed where it should not: a bug in advisor, reported with the input named.
+
+    Raised from the exception that broke it (``--debug`` shows both tracebacks).
+    """
+
+    exit_code = 3
+
+    def __init__(self, what: str, cause: BaseException) -> None:
+        self.what = what
+        self.cause = cause
+        text = " ".join(str(cause).split())[:200]
+        where = _advisor_frame(cause)
+        super().__init__(f"{what}: the analysis failed on it ({type(cause).__name__}: {text}{where}); this is a "
+                         "bug in advisor, not a problem of the file: please report it with the file (--debug shows "
+                         "the traceback)")
+
+
+def _advisor_frame(exc: BaseException) -> str:
+    """`` at advisor/analyze/precision.py:112``: the innermost frame in advisor's own code."""
+    import traceback
+
+    root = Path(__file__).resolve().parent
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        path = Path(frame.filename).resolve()
+        if path.is_relative_to(root):
+            return f" at advisor/{path.relative_to(root)}:{frame.lineno}"
+    return ""
+
+
 class ScriptFailed(AdvisorError):
     """The user's script exited with an error; the profile captured so far was kept."""
 
     exit_code = 1
+
+
+class Interrupted(AdvisorError):
+    """Ctrl-C stopped a run; what was collected until then is kept, and the message says where."""
+
+    exit_code = EXIT_INTERRUPTED

@@ -20,6 +20,7 @@ from advisor.analyze.view import TraceView
 from advisor.engine.evaluate import Diagnosis, Outcome, evaluate_rules
 from advisor.engine.rulebook import RuleBook
 from advisor.errors import TraceError
+from advisor.guard import analysing
 from advisor.load.kineto import KinetoTrace, load_kineto
 from advisor.load.ncu_tables import NcuReport
 from advisor.progress import Progress
@@ -75,18 +76,22 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
     views = [TraceView(t, run_meta) for t in traces]
     primary = views[0]
     with Progress(f"Analysing {primary.trace.path.name}") as bar:
-        findings = run_analyzers(primary, "framework", evidence=str(primary.trace.path), on_progress=bar.update)
+        with analysing(str(primary.trace.path)):
+            findings = run_analyzers(primary, "framework", evidence=str(primary.trace.path), on_progress=bar.update)
     from advisor.load.kineto_window import META_KEY
 
     for trace in traces:  # traces over the memory budget were analysed on a window of steps: say so
         window = trace.meta.get(META_KEY)
         if window:
             findings.notes.append(f"{trace.path.name}: {window['note']}")
+        if trace is not primary.trace and trace.quality.material:  # the first rank's is a fact, shown with the verdict
+            findings.notes.append(f"{trace.path.name}: {trace.quality.note()}")
     if len(views) > 1:
         # Ranks compared: host side in advisor.analyze.ranks, GPU side in advisor.analyze.gpu_ranks
         rank_set = RankSet(views)
         evidence = ", ".join(str(v.trace.path) for v in rank_set.views)
-        findings.merge(run_analyzers(rank_set, "framework", evidence=evidence, scope="ranks"))
+        with analysing(evidence):
+            findings.merge(run_analyzers(rank_set, "framework", evidence=evidence, scope="ranks"))
         findings.notes.append(
             f"{len(views)} rank traces: the ranks.* facts compare them all; the other findings are for rank "
             f"{rank_set.ranks[rank_set.views.index(primary)]} ({primary.trace.path.name})"
@@ -117,8 +122,9 @@ def analyze_kernel_reports(reports: Sequence[NcuReport], framework_kernels: Sequ
     """Kernel-stage findings; ``framework_kernels`` (the run's ``kernels.top``) ties kernels to the code."""
     from advisor.analyze.kernel_view import KernelView
 
-    findings = run_analyzers(KernelView(reports, framework_kernels), "kernel",
-                             evidence=", ".join(str(r.path) for r in reports))
+    evidence = ", ".join(str(r.path) for r in reports)
+    with analysing(evidence):
+        findings = run_analyzers(KernelView(reports, framework_kernels), "kernel", evidence=evidence)
     for report in reports:
         findings.notes.extend(report.notes)
     return findings
@@ -157,13 +163,13 @@ def save(run: RunDir, diagnosed: Diagnosed) -> None:
     })
 
 
-def render_run(run: RunDir) -> dict[str, Path]:
-    """Write report.md and report.html from the run directory's own files."""
+def render_run(run: RunDir, charts: bool = True) -> dict[str, Path]:
+    """Write report.md and report.html from the run directory's own files (``charts=False``: without charts)."""
     # The report modules (jinja2, matplotlib, networkx) only when reports are written: the work before needs none.
     from advisor.report.model import build_report_data
     from advisor.report.render import write_reports
 
-    return write_reports(build_report_data(run), run.path)
+    return write_reports(build_report_data(run, charts=charts), run.path)
 
 
 def rediagnose(run: RunDir, book: RuleBook) -> Diagnosed:

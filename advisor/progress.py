@@ -55,8 +55,10 @@ class Progress:
         from rich.console import Console
         from rich.progress import BarColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
 
-        self._bar = RichProgress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True, auto_refresh=False)
+        # The label holds a file name: shown as text, never read as markup (see advisor.messages).
+        label = TextColumn("{task.description}", markup=False)
+        self._bar = RichProgress(label, BarColumn(), TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
+                                 console=Console(stderr=True), transient=True, auto_refresh=False)
         self._bar.start()
         self._task = self._bar.add_task(self.label, total=self.total)
 

@@ -3,7 +3,8 @@
 Each function makes or opens a run directory, runs the stages, writes the
 reports, and returns a :class:`RunSummary`; the CLI only parses options and
 prints. Whatever was collected is written to the run directory before
-anything can fail on it.
+anything can fail on it, and Ctrl-C at any moment after the run directory is
+made writes the report of what there is (:mod:`advisor.salvage`).
 """
 
 from __future__ import annotations
@@ -14,17 +15,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from advisor.analyze.findings import Findings
 from advisor.collect.config import CollectorConfig
 from advisor.collect.framework import SUCCESS, FrameworkResult, check_script, run_framework
 from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import SEVERITIES
-from advisor.errors import UsageError
+from advisor.errors import AdvisorError, TraceError, UsageError
+from advisor.load.kineto import KinetoTrace
 from advisor.pipeline import Diagnosed, analyze_traces, find_kineto_traces, load_traces, render_run, save
 from advisor.pipeline import compare_kernel_reports, load_kernel_reports
 from advisor.pipeline import rediagnose
 from advisor.rundir import RunDir
+from advisor.salvage import Salvage
 from advisor.workflow.graph import load_workflow
 from advisor.workflow.session import check_inputs, merge_into_run, split_inputs, walk_files
 from advisor.workflow.session import escalate as escalate_run
@@ -64,16 +68,25 @@ OUTCOME_PHRASES = {
 
 
 def outcome_sentence(result: FrameworkResult) -> str:
-    """One sentence on how the script ended: ``the script raised RuntimeError: boom (train.py:57), exit code 1``."""
+    """One sentence on how the script ended: ``the script raised RuntimeError: boom (train.py:57), exit code 1``.
+
+    A crash in a DataLoader worker names the worker and its line; the worker's whole traceback is in a file of
+    the run directory (``framework/worker_traceback.rank<R>.txt``), which the sentence names.
+    """
     error = result.error
+    kept = ""
     if result.outcome == "error" and error and error.get("type") == "SystemExit":
         how = "exited with an error"
     elif result.outcome == "error" and error:
         where = f" ({Path(error['file']).name}:{error['line']})" if error.get("file") and error.get("line") else ""
-        how = f"raised {error['type']}: {error.get('message', '')}{where}"
+        message = " ".join(str(error.get("message", "")).split())
+        worker = f" in DataLoader worker {error['worker']}" if error.get("worker") is not None else ""
+        how = f"raised {error['type']}{worker}: {message}{where}"
+        if error.get("traceback_file"):
+            kept = f"; the worker's traceback is in {result.stage_dir / error['traceback_file']}"
     else:
         how = OUTCOME_PHRASES.get(result.outcome, result.outcome)
-    return f"the script {how}, exit code {result.exit_code}"
+    return f"the script {how}, exit code {result.exit_code}{kept}"
 
 
 def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
@@ -88,12 +101,15 @@ def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
         window = f"the profiled window (steps {cfg.wait + cfg.warmup} to {cfg.wait + cfg.warmup + cfg.active - 1})"
     if profile == "partial":
         return f"the script {how} during {window}; the steps it finished until then were analysed"
+    # After an error or a crash the advice is to fix that, not to profile differently.
+    failed = result.outcome in ("error", "crashed")
     if result.step_method is None:
+        advice = "" if failed else "; use --steps time to record a time window"
         return (f"the script {how} before any step was recognised (no optimizer.step(), no DataLoader "
-                "batch, no call of a model); use --steps time to record a time window")
+                f"batch, no call of a model){advice}")
     steps = max((s.get("steps_seen") or 0 for s in result.statuses), default=0)
-    return (f"the script {how} after {steps} step(s), before {window} began; "
-            "lower --wait/--warmup to profile earlier steps")
+    advice = "" if failed else "; lower --wait/--warmup to profile earlier steps"
+    return f"the script {how} after {steps} step(s), before {window} began{advice}"
 
 
 def _profiler_settings(cfg: CollectorConfig, timeout_s: float | None, nproc_per_node: int) -> dict[str, object]:
@@ -112,7 +128,15 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
     resolved = check_script(script)
     book = RuleBook.load(rule_dirs or [])  # rule errors surface before the script runs
     graph = load_workflow(workflow)  # and so do workflow errors
-    run = RunDir.create(resolved.stem, out)
+    run = RunDir.create(resolved.stem, out)  # and a run directory that cannot be made
+    with Salvage(run, book, "starting the script") as keep:
+        return _diagnose(run, book, graph, keep, resolved, script, script_args, cfg, timeout_s=timeout_s,
+                         nproc_per_node=nproc_per_node, argv=argv, escalate=escalate, progress=progress)
+
+
+def _diagnose(run: RunDir, book: RuleBook, graph: Any, keep: Salvage, resolved: Path, script: Path,
+              script_args: list[str], cfg: CollectorConfig, *, timeout_s: float | None, nproc_per_node: int,
+              argv: list[str] | None, escalate: bool, progress: Callable[[str], None] | None) -> RunSummary:
     cfg.script = str(script)  # as typed: it becomes the script's sys.argv[0]
     cfg.args = list(script_args)
     cfg.source_roots = cfg.source_roots or [str(resolved.parent)]
@@ -126,6 +150,7 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
         source_roots=cfg.source_roots, nproc_per_node=nproc_per_node,
     )
     result = run_framework(cfg, run.stage("framework"), timeout_s=timeout_s, nproc_per_node=nproc_per_node)
+    keep.phase = "analysing the trace"
     first = result.statuses[0] if result.statuses else {}
     run.update_metadata(
         outcome=result.outcome, exit_code=result.exit_code, outcome_text=outcome_sentence(result),
@@ -136,12 +161,16 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
         timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
         traces=[run.relative(t) for t in result.traces], child_command=result.command,
     )
+    if result.ctrl_c_after:
+        raise KeyboardInterrupt  # pressed as the script ended: stop here, with its outcome recorded
     # the analyzers read the whole run.json (the host analyzers its environment), and what is known only here
     meta = {**run.read_metadata(), "step_method": result.step_method, "environment": first.get("environment", {}),
             "threads_at_capture": first.get("threads_at_capture"), "nproc_per_node": nproc_per_node,
             "host_costs": first.get("host_costs") or {}}
-    traces = load_traces(result.traces)
+    traces, unreadable = _load_collected(result.traces)
     findings = analyze_traces(traces, meta)
+    findings.notes.extend(unreadable)
+    keep.findings, keep.phase = findings, "running the deeper stages of the workflow"
     framework = TrailEntry("framework", "ran", f"every run starts here; the script {result.outcome}",
                            run.read_metadata().get("reproduce") or None,
                            [run.relative(p) for p in sorted(run.stage("framework").iterdir())])
@@ -151,9 +180,23 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
     diagnosed = escalate_run(run, book, findings, graph, framework=framework, config=cfg,
                              run_meta=run.read_metadata(), stopped_early=_stopped_note(result, cfg), hold=hold,
                              timeout_s=timeout_s, progress=progress)
+    keep.findings, keep.phase = diagnosed.findings, "writing the report"
     save(run, diagnosed)
+    keep.saved = True
     reports = render_run(run)
     return RunSummary(run, diagnosed, reports, result, script_exit_code=result.exit_code)
+
+
+def _load_collected(paths: list[Path]) -> tuple[list[KinetoTrace], list[str]]:
+    """The traces this run collected; one that cannot be read is a note in the report, not the end of the run
+    (what was collected is kept, and the script's outcome is still reported)."""
+    traces, notes = [], []
+    for path in paths:
+        try:
+            traces.extend(load_traces([path]))
+        except TraceError as exc:
+            notes.append(f"the collected trace could not be analysed: {exc}")
+    return sorted(traces, key=lambda t: t.rank), notes
 
 
 def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list[Path] | None = None,
@@ -168,22 +211,32 @@ def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list
     given = split_inputs(paths)
     check_inputs(given)  # bad input fails here, before a run directory is made
     trace_paths = [t for p in given.pop("framework", []) for t in find_kineto_traces(p)]
-    traces = load_traces(trace_paths)
     inputs = trace_paths + [p for stage_paths in given.values() for p in stage_paths]
-    run = RunDir.create(inputs[0].name.split(".")[0], out)
+    run = RunDir.create(inputs[0].name.split(".")[0], out)  # before the work: a folder that cannot be made fails now
     run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in inputs],
                         command=argv or [], started_at=time.strftime("%Y-%m-%d %H:%M:%S"),
                         source_roots=[str(p.resolve().parent) for p in inputs])
-    findings = analyze_traces(traces) if traces else Findings()
-    framework = TrailEntry("framework", "ran", "loaded from " + ", ".join(p.name for p in trace_paths), None,
-                           [str(p.resolve()) for p in trace_paths]) if traces else None
-    diagnosed = walk_files(run, book, findings, graph, given, framework)
-    notes = []
-    if len(given.get("kernel", [])) == 2:  # before and after a fix: compare the two
-        reports = load_kernel_reports(given["kernel"])
-        notes.append(_comparison_note(run, compare_kernel_reports(reports[0], reports[1], book)))
-    save(run, diagnosed)
-    return RunSummary(run, diagnosed, render_run(run), notes=notes)
+    with Salvage(run, book, "loading the traces") as keep:
+        try:
+            traces = load_traces(trace_paths)
+        except AdvisorError:
+            run.file("run.json").unlink(missing_ok=True)  # bad input: no run directory is left behind
+            run.discard_if_empty()
+            raise
+        keep.phase = "analysing the traces"
+        findings = analyze_traces(traces) if traces else Findings()
+        keep.findings, keep.phase = findings, "reading the other files"
+        framework = TrailEntry("framework", "ran", "loaded from " + ", ".join(p.name for p in trace_paths), None,
+                               [str(p.resolve()) for p in trace_paths]) if traces else None
+        diagnosed = walk_files(run, book, findings, graph, given, framework)
+        notes = []
+        if len(given.get("kernel", [])) == 2:  # before and after a fix: compare the two
+            reports = load_kernel_reports(given["kernel"])
+            notes.append(_comparison_note(run, compare_kernel_reports(reports[0], reports[1], book)))
+        keep.findings, keep.phase = diagnosed.findings, "writing the report"
+        save(run, diagnosed)
+        keep.saved = True
+        return RunSummary(run, diagnosed, render_run(run), notes=notes)
 
 
 def merge_files(run_dir: Path, files: list[Path], *, rule_dirs: list[Path] | None = None,

@@ -7,6 +7,7 @@ from advisor.analyze import (  # noqa: F401
     compiled,
     conv_layout,
     copies,
+    data_quality,
     dataloader,
     ddp_sync,
     elementwise,

@@ -99,17 +99,17 @@ def precision(view: TraceView) -> dict[str, Any]:
     out: dict[str, Any] = {"precision.compute_capability": cc or None, "precision.tensor_cores": cores if cc else None,
                            "precision.tf32_capable": tf32 if cc else None}
     mm = _classified(view)
-    if len(mm["dur"]) == 0:
+    total = int(mm["dur"].sum())
+    if total == 0:  # no matmul kernels, or none that lasts any time (a trace without `dur`): no shares to give
         return out
     steps = view.gpu.steps
     dur, dtype = mm["dur"], mm["dtype"]
-    total = int(dur.sum())
     all_kernels = int(kernels_in_window(view.gpu)["dur"].sum())
     is_fp32 = ~mm["tc"] & np.isin(dtype, ("fp32", "")) & (mm["named"] != "fp16")
     fp32_ns = int(dur[is_fp32].sum())
     low = int(dur[np.isin(dtype, LOW)].sum())
     out.update({
-        "precision.matmul_ms": total / steps / NS_PER_MS, "precision.matmul_share": total / all_kernels,
+        "precision.matmul_ms": total / steps / NS_PER_MS, "precision.matmul_share": total / max(all_kernels, total),
         "precision.tensor_core_share": int(dur[mm["tc"]].sum()) / total,
         "precision.fp32_share": fp32_ns / total, "precision.fp32_ms": fp32_ns / steps / NS_PER_MS,
         "precision.fp32_window_share": fp32_ns / view.gpu.window_ns if view.gpu.window_ns else 0.0,

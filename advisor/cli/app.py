@@ -2,12 +2,17 @@
 
 Commands live in one module per group (``commands_*.py``); each registers
 itself on :data:`app` when imported by :mod:`advisor.cli`.
+
+Messages go through :func:`advisor.messages.say`: text, never Rich markup.
+:func:`run` is the whole command line in-process (the tests and the fuzz
+harness call it); :func:`main` is the console script around it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -16,10 +21,11 @@ import typer
 from rich.console import Console
 
 from advisor import __version__
-from advisor.errors import AdvisorError
+from advisor.errors import EXIT_INTERRUPTED, AdvisorError, Interrupted
+from advisor.messages import say
 
 __all__ = ["FailOnOption", "OutOption", "RulesOption", "SeverityLevel", "WorkflowOption", "app", "err", "finish",
-           "main"]
+           "main", "run"]
 
 app = typer.Typer(
     name="advisor",
@@ -87,15 +93,46 @@ def finish(summary, fail_on: SeverityLevel | None, quiet: bool = False) -> None:
         raise typer.Exit(code)
 
 
-def main() -> None:
-    """Console entry point: advisor errors become one line and an exit code."""
+def run(args: Sequence[str] | None = None) -> int:
+    """Run the command line (``args``, else ``sys.argv[1:]``) and return its exit code.
+
+    An advisor error is one line on stderr (``--debug``: its traceback). Ctrl-C
+    during a run is handled where the run knows what it kept (an
+    :class:`~advisor.errors.Interrupted` naming it); anywhere else it is the
+    line ``advisor: interrupted`` and exit code 130.
+    """
     try:
-        app(prog_name="advisor")
+        app(args=None if args is None else list(args), prog_name="advisor")
+    except SystemExit as exc:
+        if exc.code == EXIT_INTERRUPTED and _from_ctrl_c(exc):
+            # Typer turns a KeyboardInterrupt it sees into a silent exit 130; say it.
+            say(err, "advisor: interrupted")
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Interrupted as exc:  # Ctrl-C is no error: the line says what was kept
+        say(err, f"advisor: {exc}", "yellow")
+        return exc.exit_code
     except AdvisorError as exc:
         if _state["debug"]:
             raise
-        err.print(f"advisor: error: {exc}", style="red", soft_wrap=True)
-        sys.exit(exc.exit_code)
+        say(err, f"advisor: error: {exc}", "red")
+        return exc.exit_code
     except KeyboardInterrupt:
-        err.print("advisor: interrupted")
-        sys.exit(130)
+        say(err, "advisor: interrupted")
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _from_ctrl_c(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(8):  # SystemExit <- typer's Exit <- KeyboardInterrupt
+        if seen is None:
+            return False
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def main() -> None:
+    """Console entry point: advisor errors become one line and an exit code."""
+    sys.exit(run())

@@ -8,9 +8,9 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from advisor.cli.app import app
+from advisor.messages import plain
 from advisor.units import fmt_ms, fmt_pct
 
 
@@ -21,16 +21,16 @@ def _signed(value: float | None, fmt: Any = fmt_ms) -> str:
 
 
 def _print(data: dict[str, Any], report: Path, console: Console) -> None:
-    console.print(Text(data["headline"], style="bold"))
+    console.print(plain(data["headline"], "bold"))
     table = Table(box=None, pad_edge=False, show_edge=False)
     for name, justify in (("", "left"), ("before", "right"), ("after", "right"), ("change", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     step = data["step"]
-    table.add_row("step", fmt_ms(step["a"]) if step["a"] is not None else "n/a",
-                  fmt_ms(step["b"]) if step["b"] is not None else "n/a", _signed(step["delta"]))
-    for row in data["phases"]:
-        table.add_row(f"  {row['phase']}", fmt_ms(row["a"]) if row["a"] is not None else "n/a",
-                      fmt_ms(row["b"]) if row["b"] is not None else "n/a", _signed(row["delta"]))
+    rows = [("step", step)] + [(f"  {row['phase']}", row) for row in data["phases"]]
+    for label, row in rows:  # cells as text: a phase or label is never read as markup
+        table.add_row(*(plain(cell) for cell in (label, fmt_ms(row["a"]) if row["a"] is not None else "n/a",
+                                                 fmt_ms(row["b"]) if row["b"] is not None else "n/a",
+                                                 _signed(row["delta"]))))
     console.print(table)
     for gain in data["gains"]:
         measured = fmt_ms(gain["step_gain_ms"]) if gain["step_gain_ms"] is not None else "n/a"
@@ -38,12 +38,12 @@ def _print(data: dict[str, Any], report: Path, console: Console) -> None:
                 f"measured {measured} per step ({gain['step_judgement']})")
         if gain["target"] and gain["target_gain_ms"] is not None:
             line += f"; {gain['target']['fact']} fell by {fmt_ms(gain['target_gain_ms'])}"
-        console.print(Text(line, style="green" if gain["status"] == "gone" else "yellow"))
+        console.print(plain(line, "green" if gain["status"] == "gone" else "yellow"))
     for note in data["notes"]:
-        console.print(Text(f"Note: {note}", style="yellow"))
+        console.print(plain(f"Note: {note}", "yellow"))
     if data["step"]["ratio"] is not None:
-        console.print(Text(f"Step time {_signed(data['step']['ratio'], fmt_pct)}", style="dim"))
-    console.print(Text.assemble(("Report: ", "bold"), str(report)))
+        console.print(plain(f"Step time {_signed(data['step']['ratio'], fmt_pct)}", "dim"))
+    console.print(plain("Report: ", "bold") + plain(str(report)))
 
 
 @app.command()

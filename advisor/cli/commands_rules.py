@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from advisor.cli.app import RulesOption, SeverityLevel, app, err
+from advisor.messages import say
 from advisor.errors import RuleError, UsageError
 
 rules_app = typer.Typer(
@@ -203,14 +204,14 @@ def index(
     if problems:
         for problem in problems:
             typer.echo(_problem_line(problem))
-        err.print("advisor: the index is built from complete rules and entries; fix the problems above first")
+        say(err, "advisor: the index is built from complete rules and entries; fix the problems above first")
         raise typer.Exit(1)
     book = RuleBook.load(env=False)
     text = render_index([*book.rules.values()], load_entries(), rules_dir())
     if check is not None:
         current = check.read_text(encoding="utf-8") if check.exists() else ""
         if current != text:
-            err.print(f"{check} is out of date; run: advisor rules index --out {check}")
+            say(err, f"{check} is out of date; run: advisor rules index --out {check}")
             raise typer.Exit(1)
         typer.echo(f"{check} is up to date.")
     elif out is not None:

@@ -11,6 +11,7 @@ import typer
 
 from advisor.cli.app import FailOnOption, OutOption, RulesOption, WorkflowOption, app, err, finish
 from advisor.collect.config import CollectorConfig
+from advisor.messages import say
 
 
 class StepMethod(str, Enum):
@@ -73,12 +74,12 @@ def diagnose(
     summary = diagnose_script(script, script_args or [], cfg, out=out, timeout_s=timeout, rule_dirs=rules,
                               nproc_per_node=nproc_per_node, argv=list(sys.argv), workflow=workflow,
                               escalate=escalate,
-                              progress=None if quiet else lambda m: err.print(f"advisor: {m}", style="dim"))
+                              progress=None if quiet else lambda m: say(err, f"advisor: {m}", "dim"))
     result = summary.framework
     if result and result.outcome not in SUCCESS:
         kept = {"complete": "the profile", "partial": "the profile captured until then"}.get(result.profile)
         where = f"{kept} is in {summary.run.path}" if kept else f"nothing was profiled; see {summary.run.path}"
-        err.print(f"advisor: {outcome_sentence(result)}; {where}", style="yellow", soft_wrap=True)
+        say(err, f"advisor: {outcome_sentence(result)}; {where}", "yellow")
     finish(summary, fail_on, quiet)
 
 

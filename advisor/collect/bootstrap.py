@@ -20,7 +20,8 @@ it. Outcomes, written to ``status.rank<R>.json`` beside the trace:
   (unless the config says to run to the end).
 - ``completed`` / ``exited``: the script returned, or called ``sys.exit(0)``.
 - ``error``: the script raised (or exited non-zero); its traceback is printed
-  as Python would, and whatever the active window had recorded is saved.
+  as Python would, without the collector's frames (:mod:`.user_traceback`),
+  and whatever the active window had recorded is saved.
 - ``interrupted``: Ctrl-C (SIGINT, forwarded by the parent or by torchrun).
 - ``stopped``: SIGTERM, from the parent's ``--timeout`` or from torchrun
   stopping the other ranks when one failed; the parent knows which.
@@ -46,7 +47,6 @@ import signal
 import sys
 import time
 import tokenize
-import traceback
 import types
 import zipfile
 from pathlib import Path
@@ -60,6 +60,7 @@ from advisor.collect.labels import PhaseLabels
 from advisor.collect.source_marker import SourceMarker, library_roots
 from advisor.collect.backends import KinetoBackend, NvtxBackend
 from advisor.collect.steps import StepDriver
+from advisor.collect.user_traceback import describe, print_user_traceback, worker_failure
 
 __all__ = ["BOOTSTRAP_PATH_ENV", "main"]
 
@@ -193,14 +194,27 @@ class Child:
         tmp.write_text(json.dumps(status, indent=2, default=str))
         tmp.replace(self.status_path)
 
+    def _describe(self, exc: BaseException, script: str) -> dict[str, Any]:
+        """The status's record of the error; a DataLoader worker's full traceback goes to a file beside it."""
+        error = describe(exc, script, library_roots())
+        worker = worker_failure(exc)
+        if worker is not None:
+            kept = self.out / f"worker_traceback.rank{self.rank}.txt"
+            try:
+                kept.write_text(f"DataLoader worker process {worker['worker']}:\n{worker['traceback']}\n")
+                error["traceback_file"] = kept.name
+            except OSError:
+                pass  # the sentence still names the worker's line; the terminal showed the traceback
+        return error
+
     # running the script ------------------------------------------------------------
     def run(self) -> None:
         given = self.cfg.script
         path = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)
         script_dir = os.path.dirname(os.path.realpath(path))
-        sys.argv = [given, *self.cfg.args]
-        sys.path[0] = script_dir
         try:
+            sys.argv = [given, *self.cfg.args]
+            sys.path[0] = script_dir
             self.attach(script_dir)
             _forget_bootstrap_path()
             self.script_start = round(time.monotonic() - self.started, 6)
@@ -220,8 +234,8 @@ class Child:
         except BaseException as exc:  # noqa: BLE001 - the user's exception, reported as Python would
             if self._forked():
                 raise
-            _print_user_traceback(exc, path)
-            self.finish("error", 1, _describe(exc, path), hard=False)
+            print_user_traceback(exc, path)
+            self.finish("error", 1, self._describe(exc, path), hard=False)
         else:
             if self._forked():
                 return
@@ -274,40 +288,9 @@ def _forget_bootstrap_path() -> None:
         os.environ.pop("PYTHONPATH", None)
 
 
-def _same_file(a: str, b: str) -> bool:
-    return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b))
-
-
-def _user_frames(tb: Any, script: str) -> Any:
-    """Drop the frames of this bootstrap and runpy, as ``python script.py`` would show none."""
-    while tb is not None and not _same_file(tb.tb_frame.f_code.co_filename, script):
-        tb = tb.tb_next
-    return tb
-
-
-def _print_user_traceback(exc: BaseException, script: str) -> None:
-    tb = _user_frames(exc.__traceback__, script) or exc.__traceback__
-    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
-    sys.stderr.flush()
-
-
-def _describe(exc: BaseException, script: str) -> dict[str, Any]:
-    """The exception and the innermost line of the user's own code it passed through."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    libraries = library_roots()
-    user = [f for f in frames if not f.filename.startswith("<")
-            and not os.path.abspath(f.filename).startswith(libraries)]
-    where = user[-1] if user else next((f for f in reversed(frames) if _same_file(f.filename, script)), None)
-    if where is None and frames:
-        where = frames[-1]
-    return {
-        "type": type(exc).__name__,
-        "message": str(exc),
-        "file": where.filename if where else None,
-        "line": where.lineno if where else None,
-        "code": where.line if where else None,
-    }
-
-
 def main(config_path: str) -> None:
-    Child(config_path).run()
+    try:
+        child = Child(config_path)
+    except KeyboardInterrupt:  # Ctrl-C before anything ran: nothing to save, and no traceback of ours
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    child.run()

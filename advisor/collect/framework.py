@@ -43,7 +43,10 @@ SUCCESS = ("captured", "completed", "exited")
 #: worst first: the outcome of a multi-rank run is that of its worst rank
 _SEVERITY = ("error", "crashed", "timeout", "interrupted", "terminated", "captured", "exited", "completed")
 
-_STUB = "import sys; from advisor.collect.bootstrap import main; main(sys.argv[1])"
+#: Ctrl-C while the child still imports torch (seconds, on a cold start) ends it quietly with 130, as it
+#: ends the script later: nothing was recorded yet, and the parent says so in one line.
+_STUB = ("import sys\ntry:\n    from advisor.collect.bootstrap import main\nexcept KeyboardInterrupt:\n"
+         "    sys.exit(130)\nmain(sys.argv[1])")
 
 
 @dataclass
@@ -59,6 +62,8 @@ class FrameworkResult:
     command: list[str] = field(default_factory=list)
     #: "timeout", "interrupted" or "terminated" when this side stopped the script
     stopped_by: str | None = None
+    #: Ctrl-C came as the script ended by itself: the caller stops too, after recording this result
+    ctrl_c_after: bool = False
 
     @property
     def step_method(self) -> str | None:
@@ -153,6 +158,7 @@ def run_framework(cfg: CollectorConfig, stage_dir: Path, timeout_s: float | None
     started = time.monotonic()
     proc = subprocess.Popen(cmd, env=child_env(), start_new_session=True)
     stopped_by: str | None = None
+    ctrl_c = False
     previous = _catch_sigterm()
     try:
         rc = proc.wait(timeout=timeout_s)
@@ -160,8 +166,11 @@ def run_framework(cfg: CollectorConfig, stage_dir: Path, timeout_s: float | None
         stopped_by = "timeout"
         rc = _stop(proc, signal.SIGTERM)
     except KeyboardInterrupt:
-        stopped_by = "interrupted"
-        rc = _stop(proc, signal.SIGINT)
+        if proc.poll() is not None:  # the script had ended by itself: the Ctrl-C is for what comes next
+            rc, ctrl_c = proc.returncode, True
+        else:
+            stopped_by = "interrupted"
+            rc = _stop(proc, signal.SIGINT)
     except _Terminated:
         stopped_by = "terminated"
         rc = _stop(proc, signal.SIGTERM)
@@ -178,7 +187,8 @@ def run_framework(cfg: CollectorConfig, stage_dir: Path, timeout_s: float | None
     traces = sorted(stage_dir.glob("rank*.pt.trace.json.gz"), key=_rank_of)
     outcome = _outcome(statuses, stopped_by)
     exit_code = _exit_code(rc, outcome, statuses)
-    return FrameworkResult(outcome, exit_code, stage_dir, traces, statuses, round(wall, 3), cmd, stopped_by)
+    return FrameworkResult(outcome, exit_code, stage_dir, traces, statuses, round(wall, 3), cmd, stopped_by,
+                           ctrl_c_after=ctrl_c)
 
 
 class _Terminated(Exception):

@@ -68,6 +68,13 @@ tests/load/kineto_reference.py is the plain form of the same rules (the
 whole document through ``orjson.loads``, a loop per column); the tables must
 equal its tables (values, dtypes, categories, row order) on every fixture trace,
 with :data:`ARGS` and with :data:`ALL_ARGS`.
+
+Data quality: events the tables cannot hold as recorded are counted in
+``KinetoTrace.quality`` (:mod:`.kineto_quality`), never dropped silently;
+events far outside the profiled span (which the reference does not know of:
+no real trace has them) are left out, as their times cannot be placed. A trace
+with nothing to analyse (no events, none placed in time, none lasting any
+time) is a :class:`~advisor.errors.TraceError` naming the file.
 """
 
 from __future__ import annotations
@@ -86,6 +93,8 @@ import pandas as pd
 
 from advisor.errors import TraceError
 from advisor.load.json_stream import read_array
+from advisor.load.kineto_quality import (MAX_TS_US, STEP_KIND, STEP_PREFIX, DataQuality, check_events, check_meta,
+                                         check_span)
 
 __all__ = ["ALL_ARGS", "ARGS", "CATEGORY_ALIASES", "EXTRA_ARGS", "INT32_COLUMNS", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
 
@@ -182,6 +191,8 @@ class KinetoTrace:
     memory: pd.DataFrame
     flows: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
+    #: the events that cannot be used as recorded (see :mod:`advisor.load.kineto_quality`)
+    quality: DataQuality = field(default_factory=DataQuality)
 
     @property
     def rank(self) -> int:
@@ -256,22 +267,42 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
         else:
             for _ in pieces:
                 pass  # each piece lands in ``columns``; the keys after the array land in ``meta`` at the end
+        meta_notes = check_meta(meta)
         _add_rank(meta)
         if window is not None:
             from advisor.load.kineto_window import META_KEY
 
             meta[META_KEY] = window.to_meta()
         base_us = columns.base_us
+        events, quality = _events_table(columns, base_us)
+        if events.empty or not events["dur"].any():  # nothing to analyse: say why, rather than analyse nothing
+            raise TraceError(path, _no_events(columns, quality, events))
+        quality.meta_notes = meta_notes
         return KinetoTrace(
             path=path,
-            events=_events_table(columns, base_us),
+            events=events,
             memory=_memory_table(columns, base_us),
             flows=_flow_table(columns, base_us),
             meta=meta,
+            quality=quality,
         )
     finally:
         if gc_was_on:
             gc.enable()
+
+
+def _no_events(columns: Any, quality: DataQuality, events: pd.DataFrame) -> str:
+    """Why a trace has nothing to analyse: no events, no complete event, none placed in time, none with a duration."""
+    if not columns.events_seen:
+        return "has no events: its traceEvents list is empty (was the profiler stopped before it recorded a step?)"
+    if not quality.events:
+        return (f"has {columns.events_seen:,} events but no complete (\"ph\": \"X\") event: no operator, kernel or "
+                "step to analyse")
+    if events.empty:
+        return (f"none of its {quality.events:,} complete events can be placed in time, so there is nothing to "
+                f"analyse: {quality.details()}")
+    return (f"none of its {quality.events:,} complete events lasts any time, so nothing can be timed: "
+            f"{quality.details() or 'every `dur` is 0'}")
 
 
 def _whole_document(path: Path, doc: Any, columns: Any) -> dict[str, Any]:
@@ -329,9 +360,13 @@ _MALLOC_TRIM = _malloc_trim()
 
 
 def _to_ns(values: np.ndarray, base_us: int) -> np.ndarray:
-    """µs floats -> int64 ns; missing (NaN) values become the origin."""
-    arr = np.nan_to_num(values, nan=float(base_us))
-    return np.round((arr - base_us) * 1000.0).astype("int64") + base_us * 1000
+    """µs floats -> int64 ns; missing (NaN) values, and any that int64 ns cannot hold, become the origin.
+
+    (Events of the events table that far out are left out before, and counted: see :mod:`.kineto_quality`.)
+    """
+    held = np.abs(values) < MAX_TS_US  # NaN compares False: also the origin
+    offset = np.where(held, values, float(base_us)) - base_us
+    return np.round(offset * 1000.0).astype("int64") + base_us * 1000
 
 
 def _categorical(codes: np.ndarray, labels: list[str], *, used_only: bool = False) -> pd.Categorical:
@@ -347,7 +382,7 @@ def _categorical(codes: np.ndarray, labels: list[str], *, used_only: bool = Fals
                                      categories=pd.Index(categories, dtype="str" if categories else object))
 
 
-def _events_table(columns: Any, base_us: int) -> pd.DataFrame:
+def _events_table(columns: Any, base_us: int) -> tuple[pd.DataFrame, DataQuality]:
     chunks = columns.chunks["events"]
     names = list(columns.names)
     name_codes = _joined(chunks, "name", "int32")
@@ -360,33 +395,47 @@ def _events_table(columns: Any, base_us: int) -> pd.DataFrame:
     if own.any() and "cpu_op" in raw_cats:
         is_cpu_op = np.array([c == "cpu_op" for c in raw_cats], dtype=bool)
         cat_codes = np.where(is_cpu_op[cat_codes] & own[name_codes], len(raw_cats), cat_codes)
-    is_trace = np.array([c == "trace" for c in cat_labels], dtype=bool)
-    keep = ~is_trace[cat_codes] if len(cat_codes) else np.zeros(0, bool)
-    ts = _to_ns(_joined(chunks, "ts", "float64"), base_us)
-    dur = np.maximum(_to_ns(_joined(chunks, "dur", "float64"), 0), 0)
+    is_trace = np.array([c == "trace" for c in cat_labels], dtype=bool)[cat_codes] if len(cat_codes) \
+        else np.zeros(0, bool)
+    ts_us = _joined(chunks, "ts", "float64")
+    dur_us = _joined(chunks, "dur", "float64")
+    inside = check_span(ts_us, dur_us, is_trace)
+    kind_labels = [*cat_labels, STEP_KIND]
+    is_step = np.array([n.startswith(STEP_PREFIX) for n in names], dtype=bool)
+    kinds = np.where(is_step[name_codes], len(cat_labels), cat_codes) if len(cat_codes) else cat_codes
+    outside = kinds[~inside & ~is_trace]
+    keep = np.flatnonzero(~is_trace & inside)
+    ts = _to_ns(ts_us[keep], base_us)
+    dur = np.maximum(_to_ns(dur_us[keep], 0), 0)
     end = ts + dur
-    order = np.flatnonzero(keep)
-    order = order[np.lexsort((-end[order], ts[order]))]
+    order = np.lexsort((-end, ts))
+    rows = keep[order]
     data: dict[str, Any] = {
-        "cat": _categorical(cat_codes[order], cat_labels, used_only=True),
-        "name": _categorical(name_codes[order], names),
+        "cat": _categorical(cat_codes[rows], cat_labels, used_only=True),
+        "name": _categorical(name_codes[rows], names),
         "ts": ts[order],
         "dur": dur[order],
-        "pid": _joined(chunks, "pid", "int64")[order],
-        "tid": _joined(chunks, "tid", "int64")[order],
+        "pid": _joined(chunks, "pid", "int64")[rows],
+        "tid": _joined(chunks, "tid", "int64")[rows],
     }
     for column, (_, kind) in columns.args_spec.items():
         if kind == "str":
-            data[column] = _categorical(_joined(chunks, column, "int32")[order], list(columns.texts[column]))
+            data[column] = _categorical(_joined(chunks, column, "int32")[rows], list(columns.texts[column]))
         else:
-            data[column] = _joined(chunks, column, {"int": "int64", "float": "float64"}[kind])[order]
+            data[column] = _joined(chunks, column, {"int": "int64", "float": "float64"}[kind])[rows]
     if "stream" in data:
         data["stream"][data["stream"] == _NO_STREAM[0]] = -1
     for column in INT32_COLUMNS:
         if column in data:
             data[column] = to_int32(data[column])
     data["end"] = end[order]
-    return pd.DataFrame(data, copy=False)  # the arrays are ours: no second copy of every column
+    checked = {c: data[c] for c in ("ts", "dur", "pid", "tid", "device", "stream", "correlation", "external_id")
+               if c in data}
+    checked.update(name=name_codes[rows], cat=cat_codes[rows])
+    quality = check_events(checked, kinds=kinds[rows], labels=kind_labels,
+                           raw={"ts": ts_us[rows], "dur": dur_us[rows]}, outside=outside,
+                           missing_ts=columns.missing_ts)
+    return pd.DataFrame(data, copy=False), quality  # the arrays are ours: no second copy of every column
 
 
 def _memory_table(columns: Any, base_us: int) -> pd.DataFrame:

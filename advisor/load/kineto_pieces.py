@@ -22,6 +22,7 @@ numpy converts in C. Text columns are kept as codes into one dict per column
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from operator import attrgetter
@@ -33,6 +34,7 @@ import orjson
 from msgspec.structs import astuple
 
 from advisor.load.json_stream import MalformedPiece, error_position
+from advisor.load.kineto_quality import MAX_TS_US, STEP_KIND, STEP_PREFIX
 
 __all__ = ["ARG_ATTRS", "Columns", "MEMORY_ARGS", "to_int", "to_text"]
 
@@ -45,6 +47,8 @@ MEMORY_ARGS: dict[str, str] = {
 JOIN_EVERY = 32
 #: the first ts of this many events of each table sets the integer µs origin (see ``Columns.base_us``)
 BASE_SAMPLE = 1000
+#: sampled starts farther than this from the sample's median do not set the origin (11.6 days, in µs)
+BASE_SPREAD_US = 1e12
 _INT_IN_TEXT = re.compile(r"(0x[0-9a-fA-F]+|-?\d+)")
 UNSET = msgspec.UNSET
 #: "this arg was absent" for typed int args read from several keys
@@ -79,7 +83,8 @@ def _struct_types(args_spec: dict[str, tuple[tuple[str, ...], str]]
     loose_args = msgspec.defstruct("LooseArgs", loose, gc=False)
     typed_event = msgspec.defstruct("TypedEvent", [
         ("ph", str, ""), ("cat", str, ""), ("name", str, ""), ("pid", int | str, -1), ("tid", int | str, -1),
-        ("ts", float | msgspec.UnsetType, UNSET), ("dur", float, 0.0), ("id", int | str | msgspec.UnsetType, UNSET),
+        # dur NaN when absent (JSON cannot hold NaN): the table says 0, the data-quality check counts it
+        ("ts", float | msgspec.UnsetType, UNSET), ("dur", float, math.nan), ("id", int | str | msgspec.UnsetType, UNSET),
         ("args", typed_args | None, None),
     ], gc=False)
     loose_event = msgspec.defstruct("LooseEvent", [
@@ -106,7 +111,10 @@ def to_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # an integer beyond 64 bits, which orjson does not write
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _is_num(value: Any) -> bool:
@@ -149,12 +157,23 @@ def _codes(values: Any, table: dict[str, int]) -> np.ndarray:
 def _float_or_nan(values: list[Any]) -> np.ndarray:
     """Numbers as float64; anything else NaN (a timestamp given as text is parsed, as pandas would)."""
     try:
-        return np.array(values, dtype="float64")
-    except (TypeError, ValueError):
-        import pandas as pd
+        out = np.array(values, dtype="float64")
+        if out.ndim == 1:  # lists of numbers would make a table of them
+            return out
+    except (TypeError, ValueError, OverflowError):
+        pass
+    import pandas as pd
 
-        series = pd.Series([None if v is UNSET else v for v in values], dtype="object")
-        return pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64")
+    series = pd.Series([_finite_or_none(v) if isinstance(v, (int, float, str)) else None for v in values],
+                       dtype="object")
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64")
+
+
+def _finite_or_none(value: Any) -> Any:
+    """A number pandas can hold as a float (an int beyond float range is none), a text, or None."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1 << 1023:
+        return None
+    return value
 
 
 class Columns:
@@ -184,6 +203,10 @@ class Columns:
         #: a chunk this long or shorter is a piece's own (not yet joined)
         self._small = 1 << 16
         self._first_ts: list[float] = []
+        #: kind -> complete events without ts (left out of the tables; see advisor.load.kineto_quality)
+        self.missing_ts: dict[str, int] = {}
+        #: trace events decoded (of any kind)
+        self.events_seen = 0
 
     # decoding -----------------------------------------------------------------
     def add_piece(self, piece: bytes) -> int:
@@ -199,7 +222,12 @@ class Columns:
             events = self._typed.decode(piece)
             typed = True
         except msgspec.ValidationError:
-            events = self._decode_loose(piece)
+            # The typed decoder can stop at an odd value before it reaches broken JSON further on: the
+            # untyped decode still has to say that the piece is not JSON (the stream then cuts it again).
+            try:
+                events = self._decode_loose(piece)
+            except (msgspec.DecodeError, orjson.JSONDecodeError) as exc:
+                raise MalformedPiece(str(exc), error_position(str(exc))) from None
             typed = False
         except msgspec.DecodeError as exc:
             raise MalformedPiece(str(exc), error_position(str(exc))) from None
@@ -227,8 +255,11 @@ class Columns:
         return msgspec.convert(clean, self._loose_type, strict=True)
 
     def _add(self, events: list[Any], typed: bool) -> None:
+        self.events_seen += len(events)
         complete = [e for e in events if e.ph == "X" and e.ts is not UNSET]
         rest = [e for e in events if e.ph != "X"] if len(complete) < len(events) else []
+        if len(complete) + len(rest) < len(events):  # complete events without ts: left out, and counted
+            self._count_missing_ts(events)
         memory = [e for e in rest if (e.ph == "i" or e.ph == "I") and e.name == "[memory]"]
         flows = [e for e in rest if (e.ph == "s" or e.ph == "f") and e.id is not UNSET]
         if self.window is not None:
@@ -243,6 +274,17 @@ class Columns:
         if flows:
             self._add_flows(flows, typed)
 
+    def _count_missing_ts(self, events: list[Any]) -> None:
+        from advisor.load.kineto import CATEGORY_ALIASES
+
+        for e in events:
+            if e.ph == "X" and e.ts is UNSET:
+                cat = str(e.cat) if e.cat is not UNSET and e.cat else ""
+                name = "" if e.name is UNSET else str(e.name)
+                kind = STEP_KIND if name.startswith(STEP_PREFIX) else CATEGORY_ALIASES.get(cat, cat) or "(no category)"
+                if kind != "trace":  # the profiler's own range is not an event of the analysis
+                    self.missing_ts[kind] = self.missing_ts.get(kind, 0) + 1
+
     def _sample_ts(self, table: str, group: list[Any]) -> None:
         """Keep the numeric ts of the first BASE_SAMPLE events of each table (for ``base_us``)."""
         take = BASE_SAMPLE - self._seen[table]
@@ -253,8 +295,17 @@ class Columns:
 
     @property
     def base_us(self) -> int:
-        """An integer µs origin near the trace's start, so that the ns conversion keeps float precision."""
-        return int(math.floor(min(self._first_ts))) if self._first_ts else 0
+        """An integer µs origin near the trace's start, so that the ns conversion keeps float precision.
+
+        The earliest sampled start, of those near the sample's median: one absurd ``ts`` among the first
+        events must not move the origin of all the others (it is left out as outside the span).
+        """
+        sample = np.array(self._first_ts, dtype="float64")
+        sample = sample[np.isfinite(sample) & (np.abs(sample) < MAX_TS_US)]
+        if not len(sample):
+            return 0
+        near = sample[np.abs(sample - np.median(sample)) <= BASE_SPREAD_US]
+        return int(math.floor(near.min()))
 
     def _put(self, table: str, column: str, values: Any) -> None:
         parts = self.chunks[table].setdefault(column, [])
@@ -277,7 +328,7 @@ class Columns:
             return
         put = self._put
         put("events", "ts", _float_or_nan([e.ts for e in events]))
-        put("events", "dur", _float_or_nan([e.dur if e.dur is not UNSET else 0 for e in events]))
+        put("events", "dur", _float_or_nan([e.dur for e in events]))  # absent: NaN, as in the typed path
         put("events", "pid", self._ints(list(map(attrgetter("pid"), events)), typed))
         put("events", "tid", self._ints(list(map(attrgetter("tid"), events)), typed))
         raw_names = ["" if e.name is UNSET else str(e.name) for e in events]

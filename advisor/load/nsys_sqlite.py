@@ -37,6 +37,11 @@ osrt       start end dur pid tid name return_value nesting
 threads    pid tid name process
 =========  ===================================================================
 
+Rows whose times cannot be used are never dropped silently: a row without a
+numeric ``start`` is left out, one without ``end`` or with ``end`` before
+``start`` is counted as 0 long, and ``NsysTrace.notes`` says how many of
+which table (a *data quality* note in the report).
+
 The loader knows file formats and versions; it knows nothing about performance.
 """
 
@@ -89,6 +94,8 @@ class NsysTrace:
     present: set[str]
     meta: dict[str, Any] = field(default_factory=dict)
     gpus: list[dict[str, Any]] = field(default_factory=list)
+    #: data-quality notes: rows whose times could not be used as recorded, per table, with what was done
+    notes: list[str] = field(default_factory=list)
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         tables = self.__dict__.get("tables", {})
@@ -150,11 +157,21 @@ def load_nsys_sqlite(path: Path) -> NsysTrace:
             "threads": reader.threads(),
         }
         present = {ours for ours, theirs in SOURCES.items() if theirs in reader.names}
-        return NsysTrace(path, tables, present, reader.meta(), reader.gpus())
+        return NsysTrace(path, tables, present, reader.meta(), reader.gpus(), reader.notes())
     except sqlite3.DatabaseError as exc:
         raise TraceError(path, f"could not be read as an Nsight Systems export ({exc})") from None
     finally:
         con.close()
+
+
+#: an int64 column holds nothing beyond this; larger (or REAL 1e300) is not a time or an id
+_MAX_INT = 2**62
+
+
+def _numbers(values: pd.Series) -> pd.Series:
+    """Numbers as float, NaN for text, NULL and what no int64 column can hold."""
+    numeric = pd.to_numeric(values, errors="coerce")
+    return numeric.where(numeric.abs() < _MAX_INT)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -182,6 +199,9 @@ class _Reader:
             raise TraceError(path, "has no StringIds table, so it is not an Nsight Systems SQLite export; "
                                    "make one with `nsys export --type sqlite REPORT.nsys-rep`")
         self.strings = dict(con.execute("select id, value from StringIds").fetchall())
+        #: (table, problem) -> rows, and rows per table: what could not be used as recorded (never dropped silently)
+        self.problems: dict[tuple[str, str], int] = {}
+        self.rows: dict[str, int] = {}
 
     # helpers ---------------------------------------------------------------------
     def columns(self, table: str) -> list[str]:
@@ -222,18 +242,44 @@ class _Reader:
             out[ident] = label
         return out
 
+    def times(self, frame: pd.DataFrame, table: str, instants: pd.Series | None = None) -> pd.DataFrame:
+        """start, end, dur of each row; rows whose times cannot be used are counted (see :meth:`kept`).
+
+        ``instants``: the rows that have no end by nature (NVTX marks).
+        """
+        start = _numbers(frame["start"]) if "start" in frame else pd.Series(np.nan, index=frame.index)
+        end = _numbers(frame["end"]) if "end" in frame else pd.Series(np.nan, index=frame.index)
+        placed = start.notna()
+        self._count(table, "`start` missing or not a number (left out)", ~placed, len(frame))
+        ranged = placed if instants is None else placed & ~instants
+        self._count(table, "`end` missing or not a number (counted as 0 long)", ranged & end.isna(), len(frame))
+        backwards = placed & end.notna() & (end < start)
+        self._count(table, "`end` before `start` (counted as 0 long)", backwards, len(frame))
+        start = start.fillna(0).astype("int64")
+        end = end.where(end.notna() & ~backwards, start).astype("int64")
+        return pd.DataFrame({"start": start, "end": end, "dur": end - start, "_placed": placed}, index=frame.index)
+
     @staticmethod
-    def times(frame: pd.DataFrame) -> pd.DataFrame:
-        start = pd.to_numeric(frame["start"], errors="coerce").fillna(0).astype("int64")
-        end = pd.to_numeric(frame["end"], errors="coerce") if "end" in frame else pd.Series(np.nan, index=frame.index)
-        end = end.fillna(start).astype("int64")
-        return pd.DataFrame({"start": start, "end": end, "dur": end - start}, index=frame.index)
+    def kept(out: pd.DataFrame) -> pd.DataFrame:
+        """The rows that have a place in time."""
+        return out[out["_placed"]] if "_placed" in out else out
+
+    def _count(self, table: str, problem: str, mask: pd.Series, rows: int) -> None:
+        n = int(mask.sum())
+        if n:
+            self.problems[(table, problem)] = self.problems.get((table, problem), 0) + n
+            self.rows[table] = rows
+
+    def notes(self) -> list[str]:
+        """The data-quality notes: per table, the rows whose times could not be used as recorded."""
+        return [f"data quality: {SOURCES[table]}: {n:,} of {self.rows[table]:,} rows: {problem}"
+                for (table, problem), n in self.problems.items()]
 
     @staticmethod
     def ints(frame: pd.DataFrame, col: str, default: int = -1) -> pd.Series:
         if col not in frame:
             return pd.Series(default, index=frame.index, dtype="int64")
-        return pd.to_numeric(frame[col], errors="coerce").fillna(default).astype("int64")
+        return _numbers(frame[col]).fillna(default).astype("int64")
 
     @staticmethod
     def empty(columns: list[str]) -> pd.DataFrame:
@@ -250,7 +296,7 @@ class _Reader:
             "staticSharedMemory", "dynamicSharedMemory"])
         if raw is None or raw.empty:
             return self.empty(cols)
-        out = self.times(raw)
+        out = self.times(raw, "kernels")
         self._device_cols(out, raw)
         out["context"] = self.ints(raw, "contextId")
         out["name"] = self.text(raw, "shortName", "demangledName")
@@ -261,7 +307,7 @@ class _Reader:
                                                            self.ints(raw, "blockZ"))]
         out["registers"] = self.ints(raw, "registersPerThread")
         out["shared_bytes"] = self.ints(raw, "staticSharedMemory", 0) + self.ints(raw, "dynamicSharedMemory", 0)
-        return out[cols].sort_values("start", kind="stable").reset_index(drop=True)
+        return self.kept(out)[cols].sort_values("start", kind="stable").reset_index(drop=True)
 
     def _device_cols(self, out: pd.DataFrame, raw: pd.DataFrame) -> None:
         out["device"] = self.ints(raw, "deviceId")
@@ -278,13 +324,13 @@ class _Reader:
             return self.empty(cols)
         kinds = self.enum("ENUM_CUDA_MEMCPY_OPER", MEMCPY_KINDS)
         memory = self.enum("ENUM_CUDA_MEM_KIND", MEMORY_KINDS)
-        out = self.times(raw)
+        out = self.times(raw, "memcpy")
         self._device_cols(out, raw)
         out["bytes"] = self.ints(raw, "bytes", 0)
         out["kind"] = self.ints(raw, "copyKind", 0).map(kinds).fillna("Unknown")
         out["src_memory"] = self.ints(raw, "srcKind", 7).map(memory).fillna("Unknown")
         out["dst_memory"] = self.ints(raw, "dstKind", 7).map(memory).fillna("Unknown")
-        return out[cols].sort_values("start", kind="stable").reset_index(drop=True)
+        return self.kept(out)[cols].sort_values("start", kind="stable").reset_index(drop=True)
 
     def memset(self) -> pd.DataFrame:
         cols = ["start", "end", "dur", "device", "stream", "correlation", "pid", "bytes", "memory"]
@@ -293,11 +339,11 @@ class _Reader:
         if raw is None or raw.empty:
             return self.empty(cols)
         memory = self.enum("ENUM_CUDA_MEM_KIND", MEMORY_KINDS)
-        out = self.times(raw)
+        out = self.times(raw, "memset")
         self._device_cols(out, raw)
         out["bytes"] = self.ints(raw, "bytes", 0)
         out["memory"] = self.ints(raw, "memKind", 7).map(memory).fillna("Unknown")
-        return out[cols].sort_values("start", kind="stable").reset_index(drop=True)
+        return self.kept(out)[cols].sort_values("start", kind="stable").reset_index(drop=True)
 
     def runtime(self) -> pd.DataFrame:
         cols = ["start", "end", "dur", "pid", "tid", "correlation", "name", "api", "layer", "return_value", "callchain"]
@@ -307,7 +353,7 @@ class _Reader:
             return self.empty(cols)
         classes = {k: event_layer(v) for k, v in self.enum("ENUM_NSYS_EVENT_CLASS", {}).items()} or EVENT_CLASSES
         layer = self.ints(raw, "eventClass", 0).map(lambda c: classes.get(c, EVENT_CLASSES.get(c, "other")))
-        out = self.times(raw)
+        out = self.times(raw, "runtime")
         out["pid"], out["tid"] = split_global_id(raw["globalTid"])
         out["correlation"] = self.ints(raw, "correlationId")
         out["name"] = self.text(raw, "nameId", "name")
@@ -315,6 +361,7 @@ class _Reader:
         out["layer"] = layer
         out["return_value"] = self.ints(raw, "returnValue", 0)
         out["callchain"] = self.ints(raw, "callchainId")
+        out = self.kept(out)
         calls = out[out["layer"] != "backtrace"].copy()
         traces = out[(out["layer"] == "backtrace") & (out["callchain"] >= 0)]
         if len(traces):
@@ -332,10 +379,10 @@ class _Reader:
         if raw is None or raw.empty:
             return self.empty(cols)
         types = self.enum("ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES)
-        out = self.times(raw)
+        out = self.times(raw, "sync")
         self._device_cols(out, raw)
         out["sync_type"] = self.ints(raw, "syncType", 0).map(types).fillna("Unknown")
-        return out[cols].sort_values("start", kind="stable").reset_index(drop=True)
+        return self.kept(out)[cols].sort_values("start", kind="stable").reset_index(drop=True)
 
     def nvtx(self) -> pd.DataFrame:
         cols = ["start", "end", "dur", "pid", "tid", "name", "domain", "kind"]
@@ -348,12 +395,12 @@ class _Reader:
         domains = raw[raw["_type"] == types["NvtxDomainCreate"]]
         domain_names = dict(zip(self.ints(domains, "domainId", 0), domains["_text"]))
         kept = raw[raw["_type"].isin(types["ranges"] | types["marks"])]
-        out = self.times(kept)
+        out = self.times(kept, "nvtx", instants=kept["_type"].isin(types["marks"]))
         out["pid"], out["tid"] = split_global_id(kept["globalTid"])
         out["name"] = kept["_text"]
         out["domain"] = self.ints(kept, "domainId", 0).map(domain_names).fillna("")
         out["kind"] = np.where(kept["_type"].isin(types["ranges"]), "range", "mark")
-        return out[cols].sort_values("start", kind="stable").reset_index(drop=True)
+        return self.kept(out)[cols].sort_values("start", kind="stable").reset_index(drop=True)
 
     def _nvtx_types(self) -> dict[str, Any]:
         """NVTX event type ids, from ENUM_NSYS_EVENT_TYPE when the export has it."""
@@ -374,12 +421,12 @@ class _Reader:
         raw = self.frame(SOURCES["osrt"], ["start", "end", "globalTid", "nameId", "returnValue", "nestingLevel"])
         if raw is None or raw.empty:
             return self.empty(cols)
-        out = self.times(raw)
+        out = self.times(raw, "osrt")
         out["pid"], out["tid"] = split_global_id(raw["globalTid"])
         out["name"] = self.text(raw, "nameId")
         out["return_value"] = self.ints(raw, "returnValue", 0)
         out["nesting"] = self.ints(raw, "nestingLevel", 0)
-        return out[cols].sort_values("start", kind="stable").reset_index(drop=True)
+        return self.kept(out)[cols].sort_values("start", kind="stable").reset_index(drop=True)
 
     def threads(self) -> pd.DataFrame:
         cols = ["pid", "tid", "name", "process"]

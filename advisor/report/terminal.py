@@ -1,5 +1,8 @@
 """The short card printed after every run: verdict, why, what to do next, the step as a tree.
 
+Every string in it comes from a run (file names, op names, messages), so it goes to Rich as text, never
+markup (:mod:`advisor.messages`).
+
 The path to the full report comes last, so it is the line left on screen.
 """
 
@@ -13,6 +16,8 @@ from rich.panel import Panel
 from rich.text import Text
 from rich.tree import Tree
 
+from advisor.messages import plain
+from advisor.report.verdict import untrusted
 from advisor.units import fmt_ms, fmt_pct
 
 __all__ = ["print_card"]
@@ -31,14 +36,14 @@ def _phase_tree(facts: dict[str, Any]) -> Tree | None:
     label = f"step {fmt_ms(step)}" + (f" (mean of {count})" if count else " (whole trace)")
     if facts.get("ranks.count"):
         label += f", rank {facts.get('trace.rank', 0)} of {facts['ranks.count']}"
-    tree = Tree(Text(label, style="bold"))
+    tree = Tree(plain(label, "bold"))
     inference = facts.get("workload.kind") == "inference"
     for row in table:
         share = row.get("share") or 0.0
         if inference and row["phase"] in ("backward", "optimizer") and not row.get("ms"):
             continue  # an inference loop has neither; a row of zeros says nothing
         bar = "█" * max(int(round(share * _BAR)), 1 if share > 0 else 0)
-        line = Text(f"{row['phase']:<11}{fmt_ms(row['ms']):>10} {fmt_pct(share):>5} ")
+        line = plain(f"{row['phase']:<11}{fmt_ms(row['ms']):>10} {fmt_pct(share):>5} ")
         line.append(bar, style="cyan")
         tree.add(line)
     return tree
@@ -50,7 +55,8 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
     status = verdict.get("status", "unknown")
     parts: list[Any] = [Text.assemble((status.upper() + "  ", _STYLE.get(status, "bold")), verdict.get("headline", ""))]
     diagnoses = data.get("diagnoses", [])
-    if diagnoses:
+    listed = diagnoses[1:4]
+    if diagnoses and status != "inconclusive":
         top = diagnoses[0]
         if top.get("where"):
             parts.append(Text.assemble(("Where: ", "bold"), top["where"]))
@@ -58,21 +64,24 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
             parts.append(Text.assemble(("Why: ", "bold"), _first_sentence(top["why"])))
         gain = f" (gives back ~{fmt_ms(top['impact_ms'])} per step)" if top.get("impact_ms") else ""
         parts.append(Text.assemble(("Do next: ", "bold"), _first_sentence(top.get("fix", "")) + gain))
-        for d in diagnoses[1:4]:
-            parts.append(Text.assemble(
-                ("  • ", "dim"), (f"{d['severity']:<8}", _SEVERITY.get(d["severity"], "")),
-                f"{d['rule_id']} {textwrap.shorten(_first_sentence(d['what']), 100, placeholder=' ...')}",
-            ))
+    else:  # the data cannot support a verdict: what fired is listed, with no advice to act on
+        listed = diagnoses[:4]
+    for d in listed:
+        parts.append(Text.assemble(
+            ("  • ", "dim"), (f"{d['severity']:<8}", _SEVERITY.get(d["severity"], "")),
+            f"{d['rule_id']} {textwrap.shorten(_first_sentence(d['what']), 100, placeholder=' ...')}",
+        ))
     for note in verdict.get("missing", [])[:2]:
-        parts.append(Text(f"Note: {note}", style="yellow"))
+        parts.append(plain(f"Note: {note}", "yellow"))
     title = data.get("run", {}).get("title", "advisor")
-    console.print(Panel(Group(*parts), title=f"advisor · {title}", title_align="left", expand=False))
-    tree = _phase_tree(data.get("facts", {}))
+    console.print(Panel(Group(*parts), title=plain(f"advisor · {title}"), title_align="left", expand=False))
+    facts = data.get("facts", {})
+    tree = None if untrusted(facts) else _phase_tree(facts)  # a step split from data largely missing is not shown
     if tree is not None:
         console.print(tree)
     loop = (data.get("summary") or {}).get("loop")
     if loop:
-        console.print(Text(loop, style="dim"))
+        console.print(plain(loop, "dim"))
     stages = _stages_line((data.get("trail") or {}).get("stages", []))
     if stages is not None:
         console.print(stages)

@@ -5,6 +5,13 @@ main phases seen (forward, and backward in training), and no diagnosis of
 medium severity or above. Otherwise the verdict says what is slow, or that
 the run is inconclusive and why. A trace without steps (recorded elsewhere,
 without ``profiler.step()``) is judged on its window, and the verdict says so.
+
+Data quality: when the loader found events it cannot use as recorded (a
+field missing, an impossible value: ``trace.data_quality``), the note is
+shown with the verdict. When such events are :data:`UNTRUSTED_SHARE` of the
+trace or more, or include a ProfilerStep range (every per-step figure hangs
+on them), the run is inconclusive whatever fired: a confident SLOW or HEALTHY
+on data that is largely missing would be a guess.
 """
 
 from __future__ import annotations
@@ -15,10 +22,14 @@ from typing import Any
 
 from advisor.engine.evaluate import Diagnosis
 
-__all__ = ["MIN_STEPS", "NO_STEPS", "Verdict", "judge"]
+__all__ = ["MIN_STEPS", "NO_STEPS", "UNTRUSTED_SHARE", "Verdict", "judge", "untrusted"]
 
 #: fewer analysed steps than this cannot support "healthy"
 MIN_STEPS = 3
+#: events that cannot be used as recorded, from this share of the trace on, leave no verdict: shares and per-step
+#: times may be off by as much, more than the margin of most rules' thresholds
+UNTRUSTED_SHARE = 0.10
+NO_TRACE = "no trace was captured, so there was nothing to analyse"
 #: the note of a trace without steps: it is analysed, and judged, as one window
 NO_STEPS = ("no ProfilerStep ranges: the trace was analysed as one window, so per-step figures are for the whole "
             "trace")
@@ -36,8 +47,10 @@ class Verdict:
 
 def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
     if "steps.count" not in facts and "trace.cpu_ops" not in facts:
-        return ["no trace was captured, so there was nothing to analyse"]
+        return [NO_TRACE]
     missing = []
+    if facts.get("trace.data_quality"):
+        missing.append(str(facts["trace.data_quality"]))
     if facts.get("trace.partial") and facts.get("trace.analysed_steps"):
         missing.append(str(facts["trace.analysed_steps"]))
     steps = facts.get("steps.count", 0) or 0
@@ -61,7 +74,13 @@ def judge(diagnoses: Sequence[Diagnosis], facts: Mapping[str, Any], stopped_earl
     kernel_only = "steps.count" not in facts and any(name.startswith("ncu.") for name in facts)
     missing = [] if kernel_only else _missing_evidence(facts)  # framework checks need framework facts
     if stopped_early:
+        if not facts:  # nothing was analysed, and the reason it stopped says why
+            missing = [m for m in missing if m != NO_TRACE]
         missing.insert(0, stopped_early)
+    why_not = untrusted(facts)
+    if why_not:
+        unjudged = f" ({len(diagnoses)} finding(s) not judged)" if diagnoses else ""
+        return Verdict("inconclusive", "The data cannot support a verdict: " + why_not + unjudged, missing)
     serious = [d for d in diagnoses if d.severity_rank >= 2]
     if serious:
         top = serious[0]
@@ -76,3 +95,20 @@ def judge(diagnoses: Sequence[Diagnosis], facts: Mapping[str, Any], stopped_earl
     if diagnoses:
         return Verdict("healthy", f"No major bottleneck{where}; only minor findings.", missing)
     return Verdict("healthy", f"No bottleneck found{where} by the rules that could run on this data.", missing)
+
+
+def untrusted(facts: Mapping[str, Any]) -> str | None:
+    """Why the trace's data is too incomplete for any verdict, or None."""
+    share = facts.get("trace.bad_share") or 0.0
+    steps = facts.get("trace.bad_steps") or 0
+    if share < UNTRUSTED_SHARE and not steps:
+        return None
+    problems: list[str] = []
+    for row in facts.get("trace.data_problems") or []:
+        what = f"`{row['field']}` {row['problem']}" if row.get("field") else str(row.get("problem"))
+        if what not in problems:
+            problems.append(what)
+    which = "; ".join(problems[:3]) or "see the data-quality note"
+    step_part = f", among them {steps} ProfilerStep range(s), so the step times are not known" if steps else ""
+    return (f"{share:.0%} of the trace's events cannot be used as recorded ({which}){step_part}; see the "
+            "data-quality note")

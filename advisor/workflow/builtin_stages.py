@@ -123,7 +123,10 @@ def _system_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping
     from advisor.analyze.system_view import SystemView
     from advisor.load.nsys_sqlite import load_nsys_sqlite
 
-    return SystemView(load_nsys_sqlite(paths[-1]), run_meta)
+    trace = load_nsys_sqlite(paths[-1])
+    view = SystemView(trace, run_meta)
+    view.notes = list(trace.notes)  # the loader's data-quality notes, for the report (the runner adds them)
+    return view
 
 
 # kernel (Nsight Compute: advisor.collect.ncu runs it, advisor.load.ncu_* read it) ----------------

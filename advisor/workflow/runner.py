@@ -24,6 +24,7 @@ from advisor.analyze.findings import Findings
 from advisor.analyze.registry import registered, run_analyzers
 from advisor.engine.evaluate import Diagnosis
 from advisor.errors import CollectError, InputError
+from advisor.guard import analysing
 from advisor.rundir import RunDir
 from advisor.workflow.stages import StageContext, StageSpec, registered_stages
 from advisor.workflow.walk import TrailEntry, guard_environment
@@ -107,7 +108,10 @@ class StageRunner:
         return TrailEntry(spec.name, "skipped", reason, command or self._command(spec, ctx))
 
     def _from_files(self, spec: StageSpec, paths: list[Path], because: str) -> TrailEntry:
-        self.absorb(spec, paths)
+        try:
+            self.absorb(spec, paths)
+        except InputError as exc:  # name the file as the user gave it, not its copy in the run directory
+            raise _as_given(exc, paths, self.sources.get(spec.name, paths)) from None
         names = ", ".join(p.name for p in self.sources.get(spec.name, paths))
         return TrailEntry(spec.name, "ran", f"loaded from {names} ({because})", None,
                           [self.run.relative(p) for p in paths])
@@ -139,7 +143,15 @@ class StageRunner:
             raise InputError(paths[0] if paths else spec.name, f"the {spec.name} stage has no loader")
         view = spec.load(paths, self.run_meta, self.findings.values())
         evidence = ", ".join(self.run.relative(p) for p in paths)
-        new = run_analyzers(view, spec.analyzer_stage, evidence=evidence)
+        with analysing(", ".join(str(p) for p in paths)):
+            new = run_analyzers(view, spec.analyzer_stage, evidence=evidence)
         new.notes.extend(getattr(view, "notes", []))
         replace_stage_facts(self.findings, spec.analyzer_stage, new)
         self.diagnosed = self._diagnose(self.findings)
+
+
+def _as_given(exc: InputError, copies: list[Path], given: list[Path]) -> InputError:
+    """The same error, about the file the user named where it is about that file's copy."""
+    if len(copies) != len(given) or exc.path not in copies:
+        return exc
+    return type(exc)(given[copies.index(exc.path)], exc.problem)

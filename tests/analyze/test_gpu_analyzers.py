@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -63,6 +65,20 @@ def test_precision_on_three_generations() -> None:
     alexnet = facts(ALEXNET)
     fp32 = {k["name"] for k in alexnet["precision.fp32_kernels"]}
     assert "ampere_sgemm_32x32_sliced1x4_tn" in fp32  # matmul without TF32 on an A100
+
+
+def test_precision_of_matmul_kernels_that_last_no_time(tmp_path: Path) -> None:
+    """Found by the fuzzer (issue 19): kernels without `dur` are counted as 0 long, and the precision shares of
+    0 ms of matmul were a ZeroDivisionError. No matmul time: no shares, the device facts still given."""
+    doc = json.loads(gzip.decompress(fixture_path("kineto", ALEXNET).read_bytes()))
+    for event in doc["traceEvents"]:
+        if event.get("cat") == "kernel":
+            event.pop("dur", None)
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    trace = load_kineto(tmp_path / "t.json")
+    assert trace.quality.bad > 0  # counted, not dropped
+    found = run_analyzers(TraceView(trace)).values()
+    assert found["precision.tf32_capable"] is True and found.get("precision.matmul_ms") is None
 
 
 def test_ddp_communication() -> None:

@@ -107,3 +107,35 @@ def test_reports_need_nsys_to_export(tmp_path, suffix) -> None:
     result = run_cli("analyze", str(report), cwd=tmp_path, env={"PATH": str(tmp_path / "none"), "ADVISOR_NSYS": ""})
     assert result.code == 2 and "Traceback" not in result.output
     assert f"report{suffix}: reading a {suffix} report needs nsys" in result.stderr
+
+
+def _damaged_copy(tmp_path, *statements: str):  # noqa: ANN202
+    path = tmp_path / "vecadd.sqlite"
+    path.write_bytes(fixture_path("nsys", "vecadd_nsys2025.5.sqlite").read_bytes())
+    con = sqlite3.connect(path)
+    for statement in statements:
+        con.execute(statement)
+    con.commit()
+    con.close()
+    return path
+
+
+def test_rows_without_usable_times_get_a_data_quality_note(tmp_path) -> None:
+    """Issue 19: rows the loader cannot place or time are counted in the report, never dropped silently."""
+    path = _damaged_copy(tmp_path, "UPDATE OSRT_API SET [end] = 'later' WHERE rowid % 2 = 0")
+    run = tmp_path / "run"
+    result = run_cli("analyze", str(path), "--out", str(run), cwd=tmp_path)
+    assert result.code == 0, result.output
+    note = "data quality: OSRT_API: 223 of 446 rows: `end` missing or not a number (counted as 0 long)"
+    assert note in json.loads((run / "findings.json").read_text())["notes"]
+    assert f"Note: {note}" in (run / "report.md").read_text().replace("\\`", "`")
+
+
+def test_a_broken_export_is_named_as_given_not_as_its_copy(tmp_path) -> None:
+    """The export is copied into the run directory before it is read; an error names the file the user gave."""
+    path = _damaged_copy(tmp_path, "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL", "CREATE TABLE gone (x)",
+                         "CREATE VIEW CUPTI_ACTIVITY_KIND_KERNEL AS SELECT x AS start FROM gone", "DROP TABLE gone")
+    result = run_cli("analyze", "vecadd.sqlite", "--out", "run", cwd=tmp_path)
+    assert result.code == 2 and "Traceback" not in result.output
+    assert result.stderr.strip() == ("advisor: error: vecadd.sqlite: could not be read as an Nsight Systems export "
+                                     "(no such table: main.gone)")

@@ -11,6 +11,7 @@ given ``args`` columns (:data:`ARGS` by default); text columns become ``pd.Categ
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -101,7 +102,10 @@ def _text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value).decode()
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # beyond 64 bits
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _events_table(complete: list[dict], base_us: int, args: Mapping[str, tuple[tuple[str, ...], str]]) -> pd.DataFrame:

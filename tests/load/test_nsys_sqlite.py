@@ -122,3 +122,31 @@ def test_recognises_exports(tmp_path) -> None:
     assert not is_nsys_sqlite(text)
     with pytest.raises(TraceError, match="not a SQLite database"):
         load_nsys_sqlite(text)
+
+
+def test_rows_whose_times_cannot_be_used_are_counted(tmp_path) -> None:
+    """Issue 19: a row without a start has no place in time and is left out; one without an end, or ending before
+    it starts, is counted as 0 long; each is said in a data-quality note, none dropped silently. Huge values
+    (beyond int64, REAL 1e300) and text are not numbers."""
+    path = tmp_path / "damaged.sqlite"
+    path.write_bytes(fixture_path(*VECADD).read_bytes())
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon'")
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET start = end, end = start WHERE rowid = "
+                "(SELECT min(rowid) FROM CUPTI_ACTIVITY_KIND_MEMCPY)")
+    con.execute("UPDATE OSRT_API SET [end] = 1e300 WHERE rowid IN (SELECT rowid FROM OSRT_API LIMIT 10)")
+    con.execute("UPDATE OSRT_API SET [end] = 'later' WHERE rowid IN (SELECT rowid FROM OSRT_API LIMIT 2 OFFSET 10)")
+    con.commit()
+    con.close()
+    trace = load_nsys_sqlite(path)
+    assert trace.kernels.empty and len(trace.memcpy) == 3 and len(trace.osrt) == 446
+    assert (trace.memcpy["dur"] >= 0).all() and (trace.osrt["dur"] >= 0).all()
+    assert trace.notes == [
+        "data quality: CUPTI_ACTIVITY_KIND_KERNEL: 1 of 1 rows: `start` missing or not a number (left out)",
+        "data quality: CUPTI_ACTIVITY_KIND_MEMCPY: 1 of 3 rows: `end` before `start` (counted as 0 long)",
+        "data quality: OSRT_API: 12 of 446 rows: `end` missing or not a number (counted as 0 long)",
+    ]
+
+
+def test_real_exports_have_no_data_quality_notes(saxpy, vecadd) -> None:
+    assert saxpy.notes == [] and vecadd.notes == []

@@ -1,0 +1,139 @@
+"""Ctrl-C at any moment of `advisor diagnose` and `advisor analyze`: one line saying what was kept and where, the
+report of what was there written, exit code 130 (issue 19, cases 10 and 11).
+
+Real signals on real runs: the advisor runs in a subprocess, as from a terminal, and gets SIGINT (what the terminal
+sends on Ctrl-C) at a moment the test waits for by watching the run directory fill up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import fixture_path
+
+pytestmark = pytest.mark.slow
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "collect" / "scripts"
+
+
+def _interrupt(args: list[str], cwd: Path, when: Callable[[], bool], timeout: float = 240) -> tuple[int, str, str]:
+    """Run ``advisor ARGS``; send SIGINT once ``when()`` holds; its exit code, stdout and stderr."""
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.Popen([sys.executable, "-m", "advisor", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + timeout
+        while not when() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before the moment to interrupt it"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, stdout, stderr
+
+
+def _one_line(stderr: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith("USDT:")]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    return lines[0]
+
+
+def _verdict(out: Path) -> dict:
+    return json.loads((out / "diagnoses.json").read_text())["verdict"]
+
+
+def _child_started(out: Path) -> Callable[[], bool]:
+    """Whether the collector's child process exists (it is given its config on its command line)."""
+    def started() -> bool:
+        if not (out / "framework" / "collector.json").exists():
+            return False
+        config = str((out / "framework" / "collector.json").resolve())
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and config in (proc / "cmdline").read_text():
+                    return True
+            except OSError:
+                continue
+        return False
+
+    return started
+
+
+def test_ctrl_c_while_the_child_still_imports_torch(tmp_path: Path) -> None:
+    """Case 10: a KeyboardInterrupt traceback came before the message."""
+    out = tmp_path / "run"
+    code, stdout, stderr = _interrupt(["diagnose", str(SCRIPTS / "exit_zero.py"), "--out", str(out), "-q",
+                                       "--no-escalate"], tmp_path, _child_started(out))
+    assert code == 130, stderr
+    assert not (out / "framework" / "status.rank0.json").exists(), "the script had started: not the case tested"
+    assert _one_line(stderr) == (f"advisor: the script was interrupted (Ctrl-C), exit code 130; nothing was "
+                                 f"profiled; see {out}")
+    assert (out / "report.html").exists() and _verdict(out)["status"] == "inconclusive"
+
+
+def test_ctrl_c_while_diagnose_analyses_the_trace(tmp_path: Path) -> None:
+    """After the script was profiled: the trace is kept, and the report of what there is written."""
+    out = tmp_path / "run"
+    status = out / "framework" / "status.rank0.json"
+    child_alive = _child_started(out)
+
+    def captured() -> bool:  # the script was profiled and its process is gone: the advisor analyses now
+        try:
+            return json.loads(status.read_text()).get("outcome") == "captured" and not child_alive()
+        except (OSError, ValueError):
+            return False
+
+    code, stdout, stderr = _interrupt(["diagnose", str(SCRIPTS / "exit_zero.py"), "--out", str(out), "-q",
+                                       "--no-escalate", "--wait", "1", "--warmup", "1", "--active", "3"],
+                                      tmp_path, captured)
+    assert code == 130, stderr
+    line = _one_line(stderr)
+    assert line.startswith("advisor: interrupted while "), line
+    assert line.endswith(f"kept in {out}: the trace (framework/rank0.pt.trace.json.gz), "
+                         + ("the findings, " if "nothing was analysed" not in line else "run.json, ") + "report.html")
+    assert (out / "framework" / "rank0.pt.trace.json.gz").exists() and (out / "report.html").exists()
+    assert _verdict(out)["missing"][0].startswith("advisor was interrupted (Ctrl-C) while ")
+
+
+def test_ctrl_c_while_analyze_loads(tmp_path: Path) -> None:
+    """Case 11: nothing was printed at all and no report was written."""
+    out = tmp_path / "run"
+    trace = fixture_path("kineto", "v100_resnet_single_rank.pt.trace.json.gz")
+    code, stdout, stderr = _interrupt(["analyze", str(trace), "--out", str(out)], tmp_path,
+                                      lambda: (out / "run.json").exists())
+    assert code == 130, stderr
+    line = _one_line(stderr)
+    assert line.startswith("advisor: interrupted while "), line
+    assert line.endswith(f"kept in {out}: " + ("run.json" if "nothing was analysed" in line else "the findings")
+                         + ", report.html")
+    assert (out / "report.html").exists() and (out / "report.md").exists()
+    phase = line.removeprefix("advisor: interrupted while ").split(";")[0]
+    assert _verdict(out)["missing"][0] == f"advisor was interrupted (Ctrl-C) while {phase}"
+
+
+def test_ctrl_c_while_analyze_writes_the_report(tmp_path: Path) -> None:
+    """Case 11, the moment of the issue: run.json and findings.json were there, and no report."""
+    out = tmp_path / "run"
+    trace = fixture_path("kineto", "v100_resnet_single_rank.pt.trace.json.gz")
+    code, stdout, stderr = _interrupt(["analyze", str(trace), "--out", str(out)], tmp_path,
+                                      lambda: (out / "diagnoses.json").exists())
+    assert code == 130, stderr
+    assert _one_line(stderr) == f"advisor: interrupted while writing the report; kept in {out}: the findings, " \
+                                "report.html"
+    assert stdout == ""  # no card: the line is what is said
+    report = (out / "report.md").read_text()
+    assert "advisor was interrupted (Ctrl-C) while writing the report" in report
+    facts = {f["name"] for f in json.loads((out / "findings.json").read_text())["facts"]}
+    assert "steps.time_ms" in facts  # what was analysed is kept and reported
