@@ -10,6 +10,7 @@ mark, so analysis leaves it out).
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Protocol
 
 import torch
@@ -62,7 +63,7 @@ class KinetoBackend:
 
     def prepare(self) -> None:
         self.prof = self._build()
-        self.prof.prepare_trace()
+        _prepare_without_inductor(self.prof)
 
     def start(self, step: int) -> None:
         if self.prof is None:  # warmup 0 and a window that opens at once
@@ -93,6 +94,33 @@ class KinetoBackend:
         if self._step_range is not None:
             self._step_range.__exit__(None, None, None)
             self._step_range = None
+
+
+def _prepare_without_inductor(prof: Any) -> None:
+    """``prof.prepare_trace()``, without importing torch._inductor when the script has not.
+
+    torch.profiler asks ``hasattr(torch, "_inductor")`` to learn whether inductor's CUDA graphs are on, and on
+    torch's lazily imported module that question imports inductor: 2-7 s of the user's wait (more on a busy
+    machine), in a script that never compiles. Inductor that was never imported has no CUDA graphs on.
+    """
+    if "torch._inductor" in sys.modules:
+        prof.prepare_trace()
+        return
+    lazy = torch.__dict__.get("__getattr__")
+
+    def without_inductor(name: str) -> Any:
+        if name == "_inductor":
+            raise AttributeError(name)
+        return lazy(name) if lazy is not None else object.__getattribute__(torch, name)
+
+    torch.__getattr__ = without_inductor  # type: ignore[attr-defined]
+    try:
+        prof.prepare_trace()
+    finally:
+        if lazy is None:
+            del torch.__getattr__  # type: ignore[attr-defined]
+        else:
+            torch.__getattr__ = lazy  # type: ignore[attr-defined]
 
 
 class NvtxBackend:
