@@ -13,10 +13,11 @@
   operator time that autograd recorded (ops with a sequence number: grad
   mode was on, so every op also built the graph for a backward that never
   comes). ``workload.autograd_nodes_per_step`` counts the graph nodes (one
-  per distinct sequence number), and ``workload.autograd_ms`` prices them at
-  what recording one op costs in the run's own process (``host_costs`` in
-  run.json, measured by the collector just before the recording): the host
-  time ``torch.no_grad()`` would give back. Traces recorded elsewhere carry no
+  per distinct sequence number), and ``workload.autograd_ms`` prices each
+  top-level op that recorded at what grad mode adds to an op of its kind
+  (matrix product, normalisation, pointwise) in the run's own process
+  (``host_costs`` in run.json, measured by the collector just before the
+  recording): the host time ``torch.no_grad()`` would give back. Traces recorded elsewhere carry no
   such measurement, so they get the count but not the time.
 """
 
@@ -41,8 +42,8 @@ PROVIDES = (
     FactSpec("workload.forward_ops_per_step", "count", "inference: outermost operator calls per step in the forward"),
     FactSpec("workload.autograd_nodes_per_step", "count", "inference: autograd graph nodes recorded per step "
              "(distinct sequence numbers of the forward's ops)"),
-    FactSpec("workload.autograd_ms", "ms", "inference: host time per step spent recording those nodes, at the "
-             "per-op cost measured in the run's process"),
+    FactSpec("workload.autograd_ms", "ms", "inference: host time per step spent recording the forward's ops for "
+             "autograd, each at what grad mode adds to an op of its kind in the run's process"),
     FactSpec("workload.autograd_step_share", "fraction", "inference: workload.autograd_ms as a share of the step"),
     FactSpec("autograd.us_per_op", "us", "host time autograd adds to one recorded op, measured in the run's "
              "process just before the recording"),
@@ -78,6 +79,19 @@ def _closure_ns(view: TraceView) -> int:
     return intervals.covered(*intervals.clip(*spans, lo, hi))
 
 
+_MATMUL_OPS = frozenset({"aten::linear", "aten::addmm", "aten::mm", "aten::matmul", "aten::bmm", "aten::baddbmm",
+                         "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution"})
+_NORM_OPS = frozenset({"aten::layer_norm", "aten::native_layer_norm", "aten::batch_norm", "aten::group_norm",
+                       "aten::instance_norm", "aten::rms_norm"})
+
+
+def _op_kind(name: str) -> str:
+    """Which of the collector's probes (:mod:`advisor.collect.host_costs`) prices this op's recording."""
+    if name in _MATMUL_OPS:
+        return "matmul"
+    return "norm" if name in _NORM_OPS else "pointwise"
+
+
 def _autograd(view: TraceView) -> dict[str, Any]:
     """Autograd's recording in an inference loop's forward: share of op time, ops and nodes per step."""
     host = view.host
@@ -97,10 +111,17 @@ def _autograd(view: TraceView) -> dict[str, Any]:
         "workload.forward_ops_per_step": float(top.sum()) / steps,
         "workload.autograd_nodes_per_step": nodes,
     }
-    cost = (view.run_meta.get("host_costs") or {}).get("autograd_us")
+    costs = view.run_meta.get("host_costs") or {}
+    cost = costs.get("autograd_us")
     if cost is not None:
         out["autograd.us_per_op"] = float(cost)
-        out["workload.autograd_ms"] = nodes * float(cost) / 1e3
+        by_kind = costs.get("autograd_us_by_kind")
+        if by_kind:
+            names = host["name"].to_numpy()[top][recorded]
+            us = sum(float(by_kind.get(_op_kind(str(n)), cost)) for n in names)
+            out["workload.autograd_ms"] = us / steps / 1e3
+        else:  # a run.json from before the probes of each kind
+            out["workload.autograd_ms"] = nodes * float(cost) / 1e3
         step = step_ms(view)
         out["workload.autograd_step_share"] = out["workload.autograd_ms"] / step if step else 0.0
     return out

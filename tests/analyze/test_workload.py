@@ -27,10 +27,10 @@ def _op(name: str, ts: float, dur: float, seq: int | None = None) -> dict:
     return _x("cpu_op", name, ts, dur, **({"Sequence number": seq} if seq is not None else {}))
 
 
-def _view(tmp_path: Path, events: list[dict]) -> TraceView:
+def _view(tmp_path: Path, events: list[dict], run_meta: dict | None = None) -> TraceView:
     path = tmp_path / "t.pt.trace.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    return TraceView(load_kineto(path))
+    return TraceView(load_kineto(path), run_meta)
 
 
 def _closure_step(start: float, labels: bool) -> list[dict]:
@@ -96,15 +96,15 @@ def test_recompute_inside_backward_stays_backward(tmp_path: Path) -> None:
     assert f["phases.backward.ms"] == pytest.approx(0.600)
 
 
-def _inference(tmp_path: Path, recorded: bool) -> dict:
+def _inference(tmp_path: Path, recorded: bool, run_meta: dict | None = None) -> dict:
     events = []
     for s in (0, 1000, 2000, 3000):
         events += [_x("user_annotation", f"ProfilerStep#{s // 1000}", s, 1000),
                    _x("user_annotation", PHASE_NAMES["forward"], s + 10, 800),
-                   _op("aten::linear", s + 20, 300, seq=7 if recorded else None),
-                   _op("aten::gelu", s + 330, 100, seq=8 if recorded else None),
+                   _op("aten::linear", s + 20, 300, seq=s // 500 if recorded else None),  # a new node each
+                   _op("aten::gelu", s + 330, 100, seq=s // 500 + 1 if recorded else None),
                    _op("aten::argmax", s + 850, 50)]
-    return run_analyzers(_view(tmp_path, events)).values()
+    return run_analyzers(_view(tmp_path, events, run_meta)).values()
 
 
 def test_an_inference_loop(tmp_path: Path) -> None:
@@ -114,6 +114,17 @@ def test_an_inference_loop(tmp_path: Path) -> None:
     assert "optimizer.closure" not in f
     recorded = _inference(tmp_path, recorded=True)
     assert recorded["workload.autograd_share"] == 1.0
+    assert "workload.autograd_ms" not in recorded  # a trace recorded elsewhere: no cost measured
+
+
+def test_autograd_recording_is_priced_by_the_kind_of_op(tmp_path: Path) -> None:
+    """The linear layer at the matrix product's cost, gelu at the pointwise op's; argmax recorded nothing."""
+    costs = {"dispatch_us": 3.0, "autograd_us": 2.0, "autograd_us_by_kind": {"pointwise": 2.0, "matmul": 20.0}}
+    f = _inference(tmp_path, recorded=True, run_meta={"host_costs": costs})
+    assert f["workload.autograd_ms"] == pytest.approx((20.0 + 2.0) / 1e3)
+    assert f["workload.autograd_step_share"] == pytest.approx(0.022)
+    old = _inference(tmp_path, recorded=True, run_meta={"host_costs": {"autograd_us": 2.0}})
+    assert old["workload.autograd_ms"] == pytest.approx(2 * 2.0 / 1e3)  # a run.json before the kinds: per node
 
 
 # real inference traces (AMD MI300X, recorded by others with the PyTorch Profiler) --------------------------------
