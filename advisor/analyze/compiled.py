@@ -64,7 +64,10 @@ PROVIDES = (
     FactSpec("compile.eager_ms", "ms", "time per step in operators that run eagerly inside compiled regions, between graphs"),
     FactSpec("compile.overhead_ms", "ms",
              "time per step in guard checks and graph wrappers of the regions past the first per outermost call"),
-    FactSpec("compile.break_ms", "ms", "what the graph breaks cost that the trace shows: eager time plus the extra regions' overhead"),
+    FactSpec("compile.graph_wrapper_ms", "ms",
+             "own time per step of the wrappers of the graphs past the first per outermost call, forward and backward"),
+    FactSpec("compile.break_ms", "ms", "what the graph breaks cost that the trace shows: eager time, the extra regions' "
+             "overhead and their graphs' wrappers"),
     FactSpec("compile.break_share", "fraction", "that time as a share of the step"),
     FactSpec("compile.compiles_per_step", "count",
              "compilations inside the analysed steps per step (a frame's forward, a backward compiled at its first call)"),
@@ -118,7 +121,8 @@ def compiled(view: TraceView) -> dict[str, Any]:
         out["compile.max_compile_id"] = max(c for _, c in ids)
         out["compile.frames"] = len({f for f, _ in ids})
     out["compile.eager_ms"], out["compile.overhead_ms"] = _between_graphs(view, ops, is_region, nested, compiles)
-    out["compile.break_ms"] = out["compile.eager_ms"] + out["compile.overhead_ms"]
+    out["compile.graph_wrapper_ms"] = _graph_wrappers(view, graphs, breaks)
+    out["compile.break_ms"] = out["compile.eager_ms"] + out["compile.overhead_ms"] + out["compile.graph_wrapper_ms"]
     out["compile.break_share"] = out["compile.break_ms"] / mean if mean else 0.0
     out.update(_recompiles(view, compile_outer, mean))
     return out
@@ -173,6 +177,30 @@ def _between_graphs(view: TraceView, ops: Any, is_region: np.ndarray, nested: np
     in_extra[direct] = extra[owner[direct]]
     own = float(self_ns[extra].sum()) + float(dur[ops.in_step & wrapper & in_extra].sum())
     return float(dur[eager].sum()) / steps / NS_PER_MS, (own + _guard_checks(view, extra)) / steps / NS_PER_MS
+
+
+#: a graph's own wrappers: AOT autograd's forward and backward functions, and the engine's node for the backward
+GRAPH_WRAPPERS = frozenset({*GRAPH_NAMES, "autograd::engine::evaluate_function: CompiledFunctionBackward"})
+
+
+def _graph_wrappers(view: TraceView, graphs: int, breaks: int) -> float:
+    """ms per step of the own time of the graphs past the first: their wrappers, forward and backward.
+
+    Every graph runs through AOT autograd's ``CompiledFunction`` and, in the backward, a
+    ``CompiledFunctionBackward`` node of its own; their own time (outside the compiled code they call) is
+    paid per graph. The backward nodes are not inside the regions, so the extra graphs' part is their share
+    of the graphs.
+    """
+    if graphs <= 0 or breaks <= 0:
+        return 0.0
+    host = view.host
+    rows = (host["step"] >= 0).to_numpy() & view.host_names(lambda n: n in GRAPH_WRAPPERS, bool)
+    # own time net of every child, the compiled graph's call (an annotation, not an operator) included
+    parent, dur = host["parent"].to_numpy(), host["dur"].to_numpy().astype("float64")
+    has_parent = parent >= 0
+    children = np.bincount(parent[has_parent], weights=dur[has_parent], minlength=len(host))
+    own = float(np.clip(dur[rows] - children[rows], 0, None).sum())
+    return own * breaks / graphs / max(view.step_count, 1) / NS_PER_MS
 
 
 def _guard_checks(view: TraceView, regions: np.ndarray) -> float:

@@ -264,6 +264,10 @@ def test_graph_breaks_in_a_compiled_model(tmp_path: Path) -> None:
     assert f["compile.regions_per_step"] == 1
     assert f["compile.graphs_per_step"] == 6 and f["compile.breaks_per_step"] == 5  # two graphs per block
     assert f["compile.overhead_ms"] > 0 and f["compile.eager_ms"] > 0  # the .item() calls run eagerly
+    # the extra graphs' AOT wrappers, forward and backward, at most their share (5 of 6) of the wrappers' time
+    assert 0 < f["compile.graph_wrapper_ms"] < f["steps.time_ms"]
+    assert f["compile.break_ms"] == pytest.approx(f["compile.eager_ms"] + f["compile.overhead_ms"]
+                                                  + f["compile.graph_wrapper_ms"])
     assert f["compile.compiles_per_step"] == 0 and f["compile.labels_traced"] is False
     whole = record(tmp_path, compiled_step(check=False), labels=False).facts
     assert (whole["compile.graphs_per_step"], whole["compile.breaks_per_step"], whole["compile.break_ms"]) == (1, 0, 0)
