@@ -26,6 +26,13 @@ def test_importing_the_pipeline_and_rulebook_imports_no_report_library() -> None
     assert _loaded_after("import advisor.pipeline, advisor.engine.rulebook") == []
 
 
+def test_the_command_line_and_the_run_imports_no_torch() -> None:
+    """Only the child that runs the script needs torch (seconds of import); the parent that starts it, reads
+    the trace and writes the report never does."""
+    loaded = _loaded_after("import advisor.cli.app, advisor.runs, advisor.cli.commands_run, advisor.collect.framework")
+    assert "torch" not in loaded, loaded
+
+
 def test_load_analyze_and_rules_import_no_report_library() -> None:
     trace = fixture_path("kineto", "v100_resnet_single_rank.pt.trace.json.gz")
     code = (

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 # Imported before the script's directory replaces sys.path[0].
-from advisor.collect.config import CollectorConfig
+from advisor.collect.config import BOOTSTRAP_PATH_ENV, EXIT_INTERRUPTED, EXIT_STOPPED, CollectorConfig
 from advisor.collect.environment import describe_environment
 from advisor.collect import host_hooks
 from advisor.collect.labels import PhaseLabels
@@ -62,13 +62,8 @@ from advisor.collect.backends import KinetoBackend, NvtxBackend
 from advisor.collect.steps import StepDriver
 from advisor.collect.user_traceback import describe, print_user_traceback, worker_failure
 
-__all__ = ["BOOTSTRAP_PATH_ENV", "main"]
+__all__ = ["main"]
 
-#: set by the parent when it put the advisor package on PYTHONPATH for this child
-BOOTSTRAP_PATH_ENV = "ADVISOR_BOOTSTRAP_PATH"
-#: exit codes of the outcomes the collector causes (as a shell reports the signals)
-EXIT_INTERRUPTED = 130
-EXIT_STOPPED = 143
 
 
 class Stopped(BaseException):

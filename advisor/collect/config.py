@@ -7,10 +7,15 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STEP_METHODS", "CollectorConfig"]
+__all__ = ["BOOTSTRAP_PATH_ENV", "EXIT_INTERRUPTED", "EXIT_STOPPED", "STEP_METHODS", "CollectorConfig"]
 
 STEP_METHODS = ("auto", "optimizer", "dataloader", "module", "time")
 
+#: set by the parent when it put the advisor package on PYTHONPATH for the child (:mod:`.bootstrap`)
+BOOTSTRAP_PATH_ENV = "ADVISOR_BOOTSTRAP_PATH"
+#: exit codes of the outcomes the collector causes (as a shell reports the signals)
+EXIT_INTERRUPTED = 130
+EXIT_STOPPED = 143
 
 @dataclass
 class CollectorConfig:

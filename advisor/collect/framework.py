@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisor.collect.bootstrap import BOOTSTRAP_PATH_ENV, EXIT_INTERRUPTED, EXIT_STOPPED
-from advisor.collect.config import CollectorConfig
+# the parent never imports the bootstrap: it imports torch, which only the child needs
+from advisor.collect.config import BOOTSTRAP_PATH_ENV, EXIT_INTERRUPTED, EXIT_STOPPED, CollectorConfig
 from advisor.errors import UsageError
 
 __all__ = ["FrameworkResult", "SUCCESS", "child_command", "run_framework"]
