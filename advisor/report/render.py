@@ -16,6 +16,7 @@ stay within :data:`advisor.report.markdown.WIDTH` characters.
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from pygments.lexers import PythonLexer
 
 from advisor.report.markdown import (evidence_columns, evidence_kind, fact_value, md_cell, md_code, md_table,
                                      md_text, shorten, wrap)
+from advisor.engine.yaml_cache import cache_dir
 from advisor.resources import templates_dir
 from advisor.units import fmt_bytes, fmt_ms, fmt_num, fmt_pct
 
@@ -96,9 +98,38 @@ def _data_uri(svg: str | None) -> str:
     return "data:image/svg+xml;base64," + base64.b64encode((svg or "").encode("utf-8")).decode("ascii")
 
 
+class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
+    """The report templates compiled once per machine: compiling them took longer than rendering a report.
+
+    Jinja keys each entry by the template's name and checks it against the source, so an edited template is
+    compiled afresh. A cache folder that cannot be written costs the compile, never the report.
+    """
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _compiled_templates(autoescape: bool) -> jinja2.BytecodeCache | None:
+    folder = cache_dir()
+    if folder is None:  # $ADVISOR_CACHE_DIR set empty: no cache
+        return None
+    # the same template compiles differently with and without autoescaping
+    folder = folder / "templates" / ("html" if autoescape else "text")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return _CompiledTemplates(str(folder))
+
+
+@functools.lru_cache(maxsize=2)
 def _environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
+        bytecode_cache=_compiled_templates(autoescape),
         autoescape=autoescape,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
