@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-import jinja2
+import shutil
+
 import pytest
 
 from advisor.report import render
-from advisor.resources import templates_dir
 
 
-def _environment(cache: jinja2.BytecodeCache | None) -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), bytecode_cache=cache)
+@pytest.fixture(autouse=True)
+def fresh_environments():
+    render._environment.cache_clear()  # each test builds its environments under its own cache setting
+    yield
+    render._environment.cache_clear()
 
 
 def test_compiled_templates_are_kept_per_escaping(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path))
-    for autoescape in (False, True):
-        _environment(render._compiled_templates(autoescape)).get_template("report.md.j2")
+    render._environment(False).get_template("report.md.j2")
+    render._environment(True).get_template("report.html.j2")
     assert list((tmp_path / "templates" / "text").glob("*.cache"))
     assert list((tmp_path / "templates" / "html").glob("*.cache"))
 
@@ -28,5 +31,7 @@ def test_no_cache_when_turned_off_or_unwritable(tmp_path, monkeypatch: pytest.Mo
     blocker.write_text("not a folder")
     monkeypatch.setenv("ADVISOR_CACHE_DIR", str(blocker))
     assert render._compiled_templates(False) is None  # the folder cannot be made: compile, never fail
-    cache = render._CompiledTemplates(str(tmp_path / "gone"))  # a folder removed after the cache was made
-    _environment(cache).get_template("report.md.j2")
+    monkeypatch.setenv("ADVISOR_CACHE_DIR", str(tmp_path / "cache"))
+    environment = render._environment(False)
+    shutil.rmtree(tmp_path / "cache")  # removed after the cache was set up: writing it fails, quietly
+    assert environment.get_template("report.md.j2") is not None
