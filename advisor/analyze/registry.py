@@ -11,12 +11,12 @@ values. It is declared with :func:`analyzer`, which records:
 
 Analyzers have a *scope*, which says what they are given:
 
-- ``"trace"`` (the default): one :class:`~advisor.analyze.view.TraceView`.
+- ``"trace"`` (the default): one :class:`~advisor.analyze.framework.view.TraceView`.
   ``run_analyzers(view, stage)`` runs these over one trace (in a multi-rank
   run, over the first rank's).
-- ``"ranks"``: a :class:`~advisor.analyze.rankset.RankSet`, the views of all
-  rank traces of one run, to compare ranks: :mod:`advisor.analyze.ranks`
-  (host side, ``ranks.*``) and :mod:`advisor.analyze.gpu_ranks` (GPU side,
+- ``"ranks"``: a :class:`~advisor.analyze.ranks.rankset.RankSet`, the views of all
+  rank traces of one run, to compare ranks: :mod:`advisor.analyze.ranks.host`
+  (host side, ``ranks.*``) and :mod:`advisor.analyze.ranks.gpu` (GPU side,
   ``ranks.gpu.*`` and ``comm.*``).
   ``run_analyzers(rank_set, stage, scope="ranks")`` runs these once per run,
   when there are two or more rank traces. ``needs`` works the same way:
