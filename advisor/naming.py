@@ -17,6 +17,7 @@ __all__ = [
     "PARTIAL_STEP",
     "PHASES",
     "PHASE_NAMES",
+    "PHASE_ORDER",
     "POOL_PROBE_RANGE",
     "RECOMPUTE",
     "SAVE_RANGE",
@@ -30,7 +31,12 @@ __all__ = [
     "source_label",
 ]
 
+#: the phases of a training step, in the order a step runs them
 PHASES = ("dataloader", "forward", "backward", "optimizer")
+#: the same phases from the innermost: where their ranges overlap, the innermost wins, so that a step's time is split
+#: once (a forward and backward inside ``optimizer.step(closure)`` are forward and backward time, a forward recomputed
+#: inside backward is backward time; nothing nests in data loading). See advisor.analyze.framework.phases.
+PHASE_ORDER = ("dataloader", "backward", "forward", "optimizer")
 #: phase -> range name, e.g. "forward" -> "advisor::forward"
 PHASE_NAMES = {phase: f"advisor::{phase}" for phase in PHASES}
 _PHASE_BY_NAME = {name: phase for phase, name in PHASE_NAMES.items()}

@@ -37,16 +37,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from advisor.analyze import intervals
 from advisor.analyze.framework import event_names as by_name
-
-if TYPE_CHECKING:
-    from advisor.analyze.framework.view import TraceView
+from advisor.analyze.framework.trace_tables import TraceTables
 
 __all__ = ["GpuLinks", "KINDS", "SYNC_APIS", "build_gpu_links", "gpu_window", "op_kind", "primary_device"]
 
@@ -130,7 +127,7 @@ def primary_device(ops: pd.DataFrame) -> int:
     return int(devices[np.argmax(np.bincount(inverse, weights=ops["dur"].to_numpy()))])
 
 
-def _host_context(view: TraceView) -> dict[str, np.ndarray]:
+def _host_context(view: TraceTables) -> dict[str, np.ndarray]:
     """For every host row: its outermost and innermost enclosing CPU operator names, and the innermost's row."""
     host = view.host
     parent, depth = host["parent"].to_numpy(), host["depth"].to_numpy()
@@ -177,7 +174,7 @@ _COLLECTIVE_COLS = ("collective", "dtype", "in_nelems")
 _HOST_COLS = ("op", "op_inner", "src_file", "src_line", "src_func", "module", "phase")
 
 
-def _host_values(view: TraceView, context: dict[str, np.ndarray], col: str, rows: np.ndarray) -> np.ndarray:
+def _host_values(view: TraceTables, context: dict[str, np.ndarray], col: str, rows: np.ndarray) -> np.ndarray:
     """One of :data:`_HOST_COLS` at these host rows ("" or -1 where a row is -1)."""
     missing = -1 if col == "src_line" else ""
     if col in context:
@@ -191,7 +188,7 @@ def _host_values(view: TraceView, context: dict[str, np.ndarray], col: str, rows
     return _at(column.to_numpy(), rows, missing)
 
 
-def _attach_host(frame: dict[str, np.ndarray], view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFrame:
+def _attach_host(frame: dict[str, np.ndarray], view: TraceTables, context: dict[str, np.ndarray]) -> pd.DataFrame:
     """Join GPU-side rows to their runtime call (by correlation), else to their op (by External id)."""
     host = view.host
     cat = host["cat"]
@@ -217,14 +214,14 @@ def _attach_host(frame: dict[str, np.ndarray], view: TraceView, context: dict[st
     return pd.DataFrame(out, copy=False)
 
 
-def _columns(view: TraceView, rows: np.ndarray, cols: list[str]) -> dict[str, np.ndarray]:
+def _columns(view: TraceTables, rows: np.ndarray, cols: list[str]) -> dict[str, np.ndarray]:
     """Some events' columns as arrays (text columns as object arrays)."""
     e = view.events
     return {c: (_texts(e[c])[rows] if isinstance(e[c].dtype, pd.CategoricalDtype) else e[c].to_numpy()[rows])
             for c in cols}
 
 
-def _gpu_ops(view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFrame:
+def _gpu_ops(view: TraceTables, context: dict[str, np.ndarray]) -> pd.DataFrame:
     e = view.events
     rows = np.flatnonzero(e["cat"].isin(GPU_OP_CATS).to_numpy())
     ts, end = e["ts"].to_numpy()[rows], e["end"].to_numpy()[rows]
@@ -246,7 +243,7 @@ def _gpu_ops(view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFrame:
     return out
 
 
-def _host_syncs(view: TraceView, context: dict[str, np.ndarray], ops: pd.DataFrame) -> pd.DataFrame:
+def _host_syncs(view: TraceTables, context: dict[str, np.ndarray], ops: pd.DataFrame) -> pd.DataFrame:
     host = view.host
     kind = view.host_names(SYNC_APIS.get)
     is_async = view.host_names(ASYNC_COPY_APIS.__contains__, bool)
@@ -265,7 +262,7 @@ def _host_syncs(view: TraceView, context: dict[str, np.ndarray], ops: pd.DataFra
     return pd.DataFrame({**out, "item": item, "step": view.step_of(ts)}, copy=False)
 
 
-def _sync_events(view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFrame:
+def _sync_events(view: TraceTables, context: dict[str, np.ndarray]) -> pd.DataFrame:
     e = view.events
     rows = np.flatnonzero((e["cat"] == "cuda_sync").to_numpy())
     frame = _columns(view, rows, ["name", "device", "stream", "ts", "end", "dur", "correlation", "external_id",
@@ -273,7 +270,7 @@ def _sync_events(view: TraceView, context: dict[str, np.ndarray]) -> pd.DataFram
     return _attach_host(frame, view, context)
 
 
-def gpu_window(view: TraceView, ops: pd.DataFrame) -> tuple[int, int, str, int]:
+def gpu_window(view: TraceTables, ops: pd.DataFrame) -> tuple[int, int, str, int]:
     """The window GPU figures are measured over: the analysed steps, or, without steps, the GPU's active span.
 
     Without ProfilerStep ranges the host's span can start long before any GPU
@@ -292,7 +289,7 @@ def gpu_window(view: TraceView, ops: pd.DataFrame) -> tuple[int, int, str, int]:
     return lo, hi, "no ProfilerStep ranges: from the first GPU op's start to the last one's end, as one window", 1
 
 
-def build_gpu_links(view: TraceView) -> GpuLinks:
+def build_gpu_links(view: TraceTables) -> GpuLinks:
     context = _host_context(view)
     ops = _gpu_ops(view, context)
     lo, hi, text, steps = gpu_window(view, ops)

@@ -15,7 +15,7 @@ forward       ``advisor::forward``                     ``## forward ##``-style a
 ============  =======================================  ===========================================
 
 Where phases overlap, the innermost wins, so a step's time is split once:
-:data:`PHASE_ORDER` lists them from the innermost. A forward and backward
+:data:`advisor.naming.PHASE_ORDER` lists them from the innermost. A forward and backward
 that run inside ``optimizer.step(closure)`` (LBFGS, PyTorch Lightning's
 automatic optimization) are forward and backward time, and the optimizer
 phase is what is left of the step call: the update. (The collector closes
@@ -28,21 +28,17 @@ time. Nothing nests in data loading.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from advisor.analyze import intervals
 from advisor.analyze.framework import event_names as by_name
-from advisor.naming import PHASE_NAMES
+from advisor.analyze.framework.trace_tables import TraceTables
+from advisor.naming import PHASE_NAMES, PHASE_ORDER
 
-if TYPE_CHECKING:
-    from advisor.analyze.framework.view import TraceView
+__all__ = ["found_phases", "phase_intervals", "phase_sources", "split_step"]
 
-__all__ = ["PHASE_ORDER", "found_phases", "phase_intervals", "phase_sources", "split_step"]
-
-PHASE_ORDER = ("dataloader", "backward", "forward", "optimizer")
 _EMPTY = (np.empty(0, "int64"), np.empty(0, "int64"))
 _FORWARD_ANNOTATION = re.compile(r"(^|[^a-z])forward([^a-z]|$)", re.IGNORECASE)
 
@@ -51,7 +47,7 @@ def _merged(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return intervals.union(frame["ts"].to_numpy(), frame["end"].to_numpy())
 
 
-def found_phases(view: TraceView) -> dict[str, tuple[str, pd.DataFrame]]:
+def found_phases(view: TraceTables) -> dict[str, tuple[str, pd.DataFrame]]:
     """phase -> (how it was found, the events that mark it: their name, ts, end and tid)."""
     e = view.events
     names = e["name"]
@@ -107,7 +103,7 @@ def _is_module_frame(name: str) -> bool:
     return name.startswith("nn.Module: ")
 
 
-def phase_intervals(view: TraceView) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def phase_intervals(view: TraceTables) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     found = view.phase_evidence
     result = {phase: _merged(frame) for phase, (_, frame) in found.items()}
     if "forward" not in result:
@@ -117,7 +113,7 @@ def phase_intervals(view: TraceView) -> dict[str, tuple[np.ndarray, np.ndarray]]
     return result
 
 
-def phase_sources(view: TraceView) -> dict[str, str]:
+def phase_sources(view: TraceTables) -> dict[str, str]:
     found = view.phase_evidence
     out = {phase: how for phase, (how, _) in found.items()}
     if "forward" not in out and "forward" in view.phase_intervals:
@@ -125,7 +121,7 @@ def phase_sources(view: TraceView) -> dict[str, str]:
     return {phase: out.get(phase, "not seen") for phase in PHASE_NAMES}
 
 
-def _infer_forward(view: TraceView, known: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+def _infer_forward(view: TraceTables, known: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """Per step: from the first to the last autograd-recorded top-level op before backward starts."""
     e = view.events
     ops = (e["cat"] == "cpu_op").to_numpy() & (e["tid"] == view.main_tid).to_numpy() & (e["seq"] >= 0).to_numpy()
@@ -161,7 +157,7 @@ def _infer_forward(view: TraceView, known: dict[str, tuple[np.ndarray, np.ndarra
     return first[seen], last[seen]
 
 
-def split_step(view: TraceView, lo: int, hi: int) -> dict[str, int]:
+def split_step(view: TraceTables, lo: int, hi: int) -> dict[str, int]:
     """Nanoseconds of [lo, hi) in each phase, by priority, plus ``other``."""
     out: dict[str, int] = {}
     acc_s: list[np.ndarray] = []

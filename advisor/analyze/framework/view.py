@@ -42,11 +42,11 @@ import numpy as np
 import pandas as pd
 
 from advisor.analyze import intervals
-from advisor.analyze.framework import event_names as by_name
-from advisor.analyze.framework.source_labels import (is_user_frame, parse_module_name, parse_python_frame, parse_source_label,
-                                    python_frame_kind)
+from advisor.analyze.framework import event_names as by_name, gpu_links, phases
+from advisor.analyze.framework.source_labels import (is_user_frame, parse_module_name, parse_python_frame,
+                                                     parse_source_label, python_frame_kind)
 from advisor.load.kineto import KinetoTrace
-from advisor.naming import PARTIAL_STEP, SOURCE_PREFIX, STEP_PREFIX, is_direct_label
+from advisor.naming import PARTIAL_STEP, PHASE_ORDER, SOURCE_PREFIX, STEP_PREFIX, is_direct_label
 
 __all__ = ["HOST_CATS", "HOST_COLUMNS", "TraceView"]
 
@@ -422,8 +422,6 @@ class TraceView:
         return via
 
     def _attach_phases(self, host: dict[str, Any]) -> None:
-        from advisor.analyze.framework.phases import PHASE_ORDER
-
         ts = host["ts"]
         phase = np.zeros(len(ts), "int8")  # codes into ("", *PHASE_ORDER)
         for code, name in reversed(list(enumerate(PHASE_ORDER, 1))):  # highest priority last, so it wins
@@ -437,24 +435,16 @@ class TraceView:
     @cached_property
     def phase_evidence(self) -> dict[str, tuple[str, pd.DataFrame]]:
         """phase -> (how it was found, the events that mark it); see :mod:`.phases`."""
-        from advisor.analyze.framework.phases import found_phases
-
-        return found_phases(self)
+        return phases.found_phases(self)
 
     @cached_property
     def phase_intervals(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        from advisor.analyze.framework.phases import phase_intervals
-
-        return phase_intervals(self)
+        return phases.phase_intervals(self)
 
     @cached_property
-    def gpu(self) -> Any:
-        from advisor.analyze.framework.gpu_links import build_gpu_links
-
-        return build_gpu_links(self)
+    def gpu(self) -> gpu_links.GpuLinks:
+        return gpu_links.build_gpu_links(self)
 
     @cached_property
     def phase_sources(self) -> dict[str, str]:
-        from advisor.analyze.framework.phases import phase_sources
-
-        return phase_sources(self)
+        return phases.phase_sources(self)

@@ -34,10 +34,11 @@ import numpy as np
 from advisor.analyze import intervals
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.framework.per_step import NS_PER_MS
-from advisor.analyze.framework.phases import PHASE_ORDER, split_step
+from advisor.analyze.framework.phases import split_step
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.ranks.rankset import RankSet
 from advisor.analyze.registry import analyzer
+from advisor.naming import PHASE_ORDER
 
 __all__ = ["collective_intervals", "rank_figures"]
 

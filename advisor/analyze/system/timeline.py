@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.framework.phases import PHASE_ORDER
 from advisor.analyze.registry import analyzer
 from advisor.analyze.system.view import OTHER, SystemView
-from advisor.naming import STEP_PREFIX
+from advisor.naming import PHASE_ORDER, STEP_PREFIX
 
 PHASES = ("dataloader", "forward", "backward", "optimizer", OTHER)
 TOP_RANGES = 15

@@ -26,9 +26,8 @@ import numpy as np
 import pandas as pd
 
 from advisor.analyze import intervals
-from advisor.analyze.framework.phases import PHASE_ORDER
 from advisor.load.nsys_sqlite import NsysTrace
-from advisor.naming import CAPTURE_RANGE, PHASE_NAMES, STEP_PREFIX
+from advisor.naming import CAPTURE_RANGE, PHASE_NAMES, PHASE_ORDER, STEP_PREFIX
 
 __all__ = ["OTHER", "SystemView"]
 
