@@ -1,9 +1,9 @@
-"""Tokens and parser of the expression language (see :mod:`advisor.engine.expr`).
+"""Tokens and parser of the expression language (see :mod:`advisor.expr.expression`).
 
 The parser is a hand-written recursive descent over a fixed grammar. Every
 limit that keeps parsing cheap is enforced here: source length, nesting depth,
 node count and literal sizes. Function names are checked against the
-function table (:mod:`advisor.engine.functions`) at parse time, so an unknown function is a lint error.
+function table (:mod:`advisor.expr.functions`) at parse time, so an unknown function is a lint error.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import math
 import re
 from typing import NamedTuple
 
-from advisor.engine.functions import FUNCTIONS
-from advisor.engine.tree import (
+from advisor.expr.functions import FUNCTIONS
+from advisor.expr.tree import (
     Binary, BoolOp, Call, Compare, Const, Field, Generator, IfElse, Index, ListLit, Node, Ref, Unary,
 )
-from advisor.engine.values import MAX_MAGNITUDE
 from advisor.errors import ExpressionError
+from advisor.expr.values import MAX_MAGNITUDE
 
 __all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_SOURCE", "parse"]
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from advisor.engine.yaml_cache import shared_cache
 from advisor.errors import RuleError
+from advisor.yamlio.yaml_cache import shared_cache
 
 # libyaml's parser when PyYAML was built with it (the wheels are): ten times faster, same events and marks
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -8,8 +8,8 @@ It reads like a small, safe subset of Python::
     count(s for s in syncs.sites if matches(s.name, "item|_local_scalar_dense")) > 0
 
 Safety is by construction, not by sandboxing Python: the source is tokenized
-and parsed (:mod:`advisor.engine.syntax`) into a tiny tree
-(:mod:`advisor.engine.tree`), and that tree is walked here by an evaluator
+and parsed (:mod:`advisor.expr.syntax`) into a tiny tree
+(:mod:`advisor.expr.tree`), and that tree is walked here by an evaluator
 that knows only numbers, strings, booleans, null, lists and records (dicts).
 Nothing is ever handed to Python's ``eval``. There is no attribute access on
 Python objects: ``a.b`` is a fact name or a record key, nothing else. Names
@@ -30,12 +30,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.engine.functions import FUNCTIONS, compile_pattern
-from advisor.engine.syntax import parse
-from advisor.engine.tree import (
+from advisor.expr.functions import FUNCTIONS, compile_pattern
+from advisor.expr.syntax import parse
+from advisor.expr.tree import (
     Binary, BoolOp, Call, Compare, Const, Field, Generator, IfElse, Index, ListLit, Node, Ref, Unary, children,
 )
-from advisor.engine.values import (
+from advisor.expr.values import (
     MAX_EXPONENT, MAX_LIST, MAX_STEPS, MAX_STRING, Absent, check_number, is_number, truthy, type_name,
 )
 from advisor.errors import ExpressionError

@@ -1,6 +1,6 @@
 """Rule text templates: plain text with ``{{ expression }}`` holes.
 
-The holes use the rule expression language (see :mod:`advisor.engine.expr`),
+The holes use the rule expression language (see :mod:`advisor.expr.expression`),
 so a text can say ``{{ ms(phases.dataloader.ms) }}`` or
 ``{{ pct(ops.top[0].share) }}`` and nothing else: no loops, no attribute
 access, no Python. A hole whose fact is absent renders as ``n/a``.
@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from advisor.engine.expr import Absent, Environment, Expression, compile_expression
 from advisor.errors import ExpressionError
+from advisor.expr.expression import Absent, Environment, Expression, compile_expression
 
 __all__ = ["Template"]
 

@@ -1,7 +1,7 @@
 """Parsed rule and workflow files kept between runs, so that each run does not check the same YAML again.
 
 Reading the built-in rule files defensively (an event pass, then the
-composer, then the line map; see :mod:`advisor.engine.safe_yaml`) takes
+composer, then the line map; see :mod:`advisor.yamlio.safe_yaml`) takes
 about 70 ms, most of the rule stage of ``advisor analyze``; reading them
 back from this cache takes a few. An entry is keyed by the SHA-256 of the
 file's text together with the source of the parser itself, so an edited
@@ -114,7 +114,7 @@ def shared_cache() -> YamlCache:
     """This process's cache, saved when the process exits."""
     global _shared
     if _shared is None:
-        from advisor.engine import safe_yaml
+        from advisor.yamlio import safe_yaml
 
         folder = cache_dir()
         # marshal's format is tied to the Python version; the parser's source, to what it checks

@@ -1,6 +1,6 @@
 """The syntax tree of the expression language: plain frozen dataclasses.
 
-:mod:`advisor.engine.syntax` builds it, :mod:`advisor.engine.expr` evaluates
+:mod:`advisor.expr.syntax` builds it, :mod:`advisor.expr.expression` evaluates
 it, and :mod:`advisor.engine.shapes` checks it against the declared facts.
 """
 

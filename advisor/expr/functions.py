@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import regex
 
-from advisor.engine.tree import Call, Node
-from advisor.engine.values import (
+from advisor.expr.tree import Call, Node
+from advisor.expr.values import (
     MAX_PATTERN, MAX_STRING, REGEX_TIMEOUT_S, Absent, check_number, is_number, truthy, type_name,
 )
 from advisor.errors import ExpressionError
