@@ -86,6 +86,7 @@ import pandas as pd
 
 from advisor.errors import TraceError
 from advisor.load.json_stream import read_array
+from advisor.naming import LABEL_PREFIX
 
 __all__ = ["ALL_ARGS", "ARGS", "CATEGORY_ALIASES", "EXTRA_ARGS", "INT32_COLUMNS", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
 
@@ -170,7 +171,7 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotat
 #: stream values that mean "no particular stream" (device-wide syncs)
 _NO_STREAM = (4294967295, 0xFFFFFFFFFFFFFFFF)
 
-OWN_LABEL_PREFIX = "advisor::"
+OWN_LABEL_PREFIX = LABEL_PREFIX
 
 
 @dataclass

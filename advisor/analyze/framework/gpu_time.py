@@ -50,6 +50,16 @@ CAUSE_MEANING = {
     "other": "queued work waited on another stream or event, or its launch is not in the trace",
 }
 
+#: cause -> its facts: idle ms per step, and share of the window
+CAUSE_FACTS = {
+    "sync": ("gpu.idle.sync.ms", "gpu.idle.sync.share"),
+    "dataloader": ("gpu.idle.dataloader.ms", "gpu.idle.dataloader.share"),
+    "launch": ("gpu.idle.launch.ms", "gpu.idle.launch.share"),
+    "cpu": ("gpu.idle.cpu.ms", "gpu.idle.cpu.share"),
+    "kernel_gap": ("gpu.idle.kernel_gap.ms", "gpu.idle.kernel_gap.share"),
+    "other": ("gpu.idle.other.ms", "gpu.idle.other.share"),
+}
+
 PROVIDES = (
     FactSpec("gpu.window", "text", "the window GPU figures are measured over, and how it was chosen"),
     FactSpec("gpu.window_ms", "ms", "length of the window per step"),
@@ -65,8 +75,8 @@ PROVIDES = (
     FactSpec("gpu.noncompute_fraction", "fraction", "non-compute share of the window"),
     FactSpec("gpu.starved", "bool", f"the device is idle for at least {STARVED:.0%} of the window"),
     FactSpec("gpu.state", "text", "busy (idle < 10%), partly idle (< 30%) or starved"),
-    *(FactSpec(f"gpu.idle.{c}.ms", "ms", f"idle time per step because {m}") for c, m in CAUSE_MEANING.items()),
-    *(FactSpec(f"gpu.idle.{c}.share", "fraction", f"share of the window idle because {m}")
+    *(FactSpec(CAUSE_FACTS[c][0], "ms", f"idle time per step because {m}") for c, m in CAUSE_MEANING.items()),
+    *(FactSpec(CAUSE_FACTS[c][1], "fraction", f"share of the window idle because {m}")
       for c, m in CAUSE_MEANING.items()),
     FactSpec("gpu.idle.top_cause", "text", "the cause with the most idle time"),
     FactSpec("gpu.idle.host_ms", "ms", "idle time per step waiting on the host: sync + dataloader + launch + cpu"),
@@ -309,8 +319,9 @@ def gpu_time(view: TraceView) -> dict[str, Any]:
     table = []
     for cause in CAUSES:
         total = int(gaps[cause].sum())
-        out[f"gpu.idle.{cause}.ms"] = total / per
-        out[f"gpu.idle.{cause}.share"] = total / window
+        ms_fact, share_fact = CAUSE_FACTS[cause]
+        out[ms_fact] = total / per
+        out[share_fact] = total / window
         table.append({"cause": cause, "ms": total / per, "share": total / window,
                       "of_idle": total / b["idle"] if b["idle"] else 0.0, "meaning": CAUSE_MEANING[cause]})
     host = sum(int(gaps[c].sum()) for c in ("sync", "dataloader", "launch", "cpu"))

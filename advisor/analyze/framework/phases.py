@@ -35,7 +35,7 @@ import pandas as pd
 from advisor.analyze import intervals
 from advisor.analyze.framework import event_names as by_name
 from advisor.analyze.framework.trace_tables import TraceTables
-from advisor.naming import PHASE_NAMES, PHASE_ORDER
+from advisor.naming import LABEL_PREFIX, PHASE_NAMES, PHASE_ORDER
 
 __all__ = ["found_phases", "phase_intervals", "phase_sources", "split_step"]
 
@@ -96,7 +96,7 @@ def _fallback_phase(name: str) -> str | None:
 
 
 def _is_forward_annotation(name: str) -> bool:
-    return bool(_FORWARD_ANNOTATION.search(name)) and not name.startswith("advisor::")
+    return bool(_FORWARD_ANNOTATION.search(name)) and not name.startswith(LABEL_PREFIX)
 
 
 def _is_module_frame(name: str) -> bool:

@@ -9,8 +9,16 @@ from advisor.analyze.framework.per_step import NS_PER_MS
 from advisor.analyze.framework.phases import split_step
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import analyzer
+from advisor.naming import STEP_PARTS as PHASES
 
-PHASES = ("dataloader", "forward", "backward", "optimizer", "other")
+#: part of the step -> its facts: mean ms per step, and share of the step time
+PHASE_FACTS = {
+    "dataloader": ("phases.dataloader.ms", "phases.dataloader.share"),
+    "forward": ("phases.forward.ms", "phases.forward.share"),
+    "backward": ("phases.backward.ms", "phases.backward.share"),
+    "optimizer": ("phases.optimizer.ms", "phases.optimizer.share"),
+    "other": ("phases.other.ms", "phases.other.share"),
+}
 
 PROVIDES = (
     FactSpec("steps.count", "count", "number of analysed steps (complete ProfilerStep ranges)"),
@@ -25,8 +33,8 @@ PROVIDES = (
         "step": "count: step number", "time_ms": "ms: wall time",
         **{f"{p}_ms": f"ms: time in {p}" for p in PHASES},
     }),
-    *(FactSpec(f"phases.{p}.ms", "ms", f"mean time per step in {p}") for p in PHASES),
-    *(FactSpec(f"phases.{p}.share", "fraction", f"share of step time in {p}") for p in PHASES),
+    *(FactSpec(PHASE_FACTS[p][0], "ms", f"mean time per step in {p}") for p in PHASES),
+    *(FactSpec(PHASE_FACTS[p][1], "fraction", f"share of step time in {p}") for p in PHASES),
     FactSpec("phases.table", "table", "the phase split, one row per phase", columns={
         "phase": "text: phase name", "ms": "ms: mean time per step", "share": "fraction: of step time",
         "source": "text: the evidence the phase was found from",
@@ -60,8 +68,9 @@ def step_split(view: TraceView) -> dict[str, Any]:
     for p in PHASES:
         ms = sum(r[f"{p}_ms"] for r in rows) / n if n else 0.0
         share = ms / mean if mean else 0.0
-        out[f"phases.{p}.ms"] = ms
-        out[f"phases.{p}.share"] = share
+        ms_fact, share_fact = PHASE_FACTS[p]
+        out[ms_fact] = ms
+        out[share_fact] = share
         table.append({"phase": p, "ms": ms, "share": share,
                       "source": sources.get(p, "the rest of the step") if p != "other" else "the rest of the step"})
     out["phases.table"] = table

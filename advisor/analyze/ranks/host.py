@@ -38,11 +38,10 @@ from advisor.analyze.framework.phases import split_step
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.ranks.rankset import RankSet
 from advisor.analyze.registry import analyzer
-from advisor.naming import PHASE_ORDER
+from advisor.naming import PHASE_ORDER, STEP_PARTS as PHASES
 
 __all__ = ["collective_intervals", "rank_figures"]
 
-PHASES = ("dataloader", "forward", "backward", "optimizer", "other")
 #: the backend's own range around each collective, on the host (gpu_user_annotation is the GPU's copy)
 COLLECTIVE_RANGE = re.compile(r"^(gloo|nccl|mpi|ucc|xccl|hccl|rccl):")
 COLLECTIVE_OP = re.compile(r"^(c10d::|record_param_comms$)")

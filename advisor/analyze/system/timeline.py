@@ -13,9 +13,8 @@ from typing import Any
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.registry import analyzer
 from advisor.analyze.system.view import OTHER, SystemView
-from advisor.naming import PHASE_ORDER, STEP_PREFIX
+from advisor.naming import PHASE_ORDER, STEP_PARTS as PHASES, STEP_PREFIX
 
-PHASES = ("dataloader", "forward", "backward", "optimizer", OTHER)
 TOP_RANGES = 15
 
 PROVIDES = (

@@ -27,11 +27,11 @@ import pandas as pd
 
 from advisor.analyze import intervals
 from advisor.load.nsys_sqlite import NsysTrace
-from advisor.naming import CAPTURE_RANGE, PHASE_NAMES, PHASE_ORDER, STEP_PREFIX
+from advisor.naming import CAPTURE_RANGE, LABEL_PREFIX, OTHER_PHASE, PHASE_NAMES, PHASE_ORDER, STEP_PREFIX
 
 __all__ = ["OTHER", "SystemView"]
 
-OTHER = "other"
+OTHER = OTHER_PHASE
 _EMPTY = (np.empty(0, "int64"), np.empty(0, "int64"))
 
 
@@ -212,7 +212,7 @@ class SystemView:
     def _user_ranges(self) -> dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
         """Per thread, the user's NVTX ranges (not the collector's), by nesting depth, deepest first."""
         nvtx = self.table("nvtx")
-        mine = nvtx["name"].str.startswith(("advisor::", STEP_PREFIX))
+        mine = nvtx["name"].str.startswith((LABEL_PREFIX, STEP_PREFIX))
         ranges = nvtx[(nvtx["kind"] == "range") & ~mine & (nvtx["dur"] > 0)]
         out: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         for (pid, tid), group in ranges.groupby(["pid", "tid"]):
