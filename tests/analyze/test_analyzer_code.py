@@ -1,6 +1,9 @@
-"""Every analyzer records where its function is, so that a fact leads to its code in one step."""
+"""Every analyzer records where its function is, so that a fact leads to its code in one step; builtin.py
+imports every module that declares one."""
 
 from __future__ import annotations
+
+import ast
 
 from conftest import REPO
 
@@ -25,3 +28,14 @@ def test_find_knows_registered_analyzers_only() -> None:
     step_split = find("step_split")
     assert step_split is not None and step_split.file == "advisor/analyze/framework/step_split.py"
     assert find("no_such_analyzer") is None
+
+
+def test_builtin_imports_every_module_that_declares_an_analyzer() -> None:
+    root = REPO / "advisor" / "analyze"
+    tree = ast.parse((root / "builtin.py").read_text())
+    imported = {f"{node.module}.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names}
+    declaring = {".".join(p.relative_to(REPO).with_suffix("").parts) for p in root.rglob("*.py")
+                 if "@analyzer(" in p.read_text()}
+    assert len(declaring) > 30
+    assert sorted(declaring - imported) == []
