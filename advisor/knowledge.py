@@ -40,9 +40,9 @@ from typing import Any
 
 from collections.abc import Iterable
 
-from advisor.engine.safe_yaml import parse_yaml
 from advisor.errors import InputError, RuleError
 from advisor.resources import knowledge_dir
+from advisor.yamlio.safe_yaml import parse_yaml
 
 __all__ = ["NEEDS", "REQUIRED_FIELDS", "SECTIONS", "Detection", "Entry", "check_entry", "entry_files",
            "find_entry", "load_entries", "load_entry", "parse_entry"]

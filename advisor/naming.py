@@ -13,14 +13,18 @@ __all__ = [
     "CAPTURE_RANGE",
     "CLOSURE",
     "DIRECT_MARK",
+    "LABEL_PREFIX",
     "MODULE_PREFIX",
+    "OTHER_PHASE",
     "PARTIAL_STEP",
     "PHASES",
     "PHASE_NAMES",
+    "PHASE_ORDER",
     "POOL_PROBE_RANGE",
     "RECOMPUTE",
     "SAVE_RANGE",
     "SOURCE_PREFIX",
+    "STEP_PARTS",
     "STEP_PREFIX",
     "WORKERS_START_RANGE",
     "is_direct_label",
@@ -30,9 +34,21 @@ __all__ = [
     "source_label",
 ]
 
+#: the start of every range name the collector writes (and only of those)
+LABEL_PREFIX = "advisor::"
+
+#: the phases of a training step, in the order a step runs them
 PHASES = ("dataloader", "forward", "backward", "optimizer")
+#: what a step split calls the time outside every phase
+OTHER_PHASE = "other"
+#: the parts a step's time is split into: its phases, in order, and the rest
+STEP_PARTS = (*PHASES, OTHER_PHASE)
+#: the same phases from the innermost: where their ranges overlap, the innermost wins, so that a step's time is split
+#: once (a forward and backward inside ``optimizer.step(closure)`` are forward and backward time, a forward recomputed
+#: inside backward is backward time; nothing nests in data loading). See advisor.analyze.framework.phases.
+PHASE_ORDER = ("dataloader", "backward", "forward", "optimizer")
 #: phase -> range name, e.g. "forward" -> "advisor::forward"
-PHASE_NAMES = {phase: f"advisor::{phase}" for phase in PHASES}
+PHASE_NAMES = {phase: f"{LABEL_PREFIX}{phase}" for phase in PHASES}
 _PHASE_BY_NAME = {name: phase for phase, name in PHASE_NAMES.items()}
 
 #: the step ranges; the same name torch.profiler.profile.step() writes

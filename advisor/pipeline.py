@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from advisor.analyze.findings import Findings
-from advisor.analyze.rankset import RankSet
+from advisor.analyze.framework.view import TraceView
+from advisor.analyze.ranks.rankset import RankSet
 from advisor.analyze.registry import run_analyzers
-from advisor.analyze.view import TraceView
 from advisor.engine.evaluate import Diagnosis, Outcome, evaluate_rules
 from advisor.engine.rulebook import RuleBook
 from advisor.errors import TraceError
@@ -87,7 +87,7 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
         if trace is not primary.trace and trace.quality.material:  # the first rank's is a fact, shown with the verdict
             findings.notes.append(f"{trace.path.name}: {trace.quality.note()}")
     if len(views) > 1:
-        # Ranks compared: host side in advisor.analyze.ranks, GPU side in advisor.analyze.gpu_ranks
+        # Ranks compared: host side in advisor.analyze.ranks.host, GPU side in advisor.analyze.ranks.gpu
         rank_set = RankSet(views)
         evidence = ", ".join(str(v.trace.path) for v in rank_set.views)
         with analysing(evidence):
@@ -120,7 +120,7 @@ def load_kernel_reports(paths: Iterable[Path]) -> list[NcuReport]:
 def analyze_kernel_reports(reports: Sequence[NcuReport], framework_kernels: Sequence[dict[str, Any]] = ()
                            ) -> Findings:
     """Kernel-stage findings; ``framework_kernels`` (the run's ``kernels.top``) ties kernels to the code."""
-    from advisor.analyze.kernel_view import KernelView
+    from advisor.analyze.kernel.view import KernelView
 
     evidence = ", ".join(str(r.path) for r in reports)
     with analysing(evidence):
@@ -132,7 +132,7 @@ def analyze_kernel_reports(reports: Sequence[NcuReport], framework_kernels: Sequ
 
 def compare_kernel_reports(before: NcuReport, after: NcuReport, book: RuleBook) -> dict[str, Any]:
     """Before/after figures of the paired kernels, and the kernel rules each side fires: fixed, remaining, new."""
-    from advisor.analyze.kernel_compare import compare_kernels
+    from advisor.analyze.kernel.compare import compare_kernels
 
     sides = [diagnose_findings(analyze_kernel_reports([r]), book) for r in (before, after)]
     fired = [{d.rule_id: d.name for d in side.diagnoses if d.stage == "kernel"} for side in sides]

@@ -11,12 +11,12 @@ values. It is declared with :func:`analyzer`, which records:
 
 Analyzers have a *scope*, which says what they are given:
 
-- ``"trace"`` (the default): one :class:`~advisor.analyze.view.TraceView`.
+- ``"trace"`` (the default): one :class:`~advisor.analyze.framework.view.TraceView`.
   ``run_analyzers(view, stage)`` runs these over one trace (in a multi-rank
   run, over the first rank's).
-- ``"ranks"``: a :class:`~advisor.analyze.rankset.RankSet`, the views of all
-  rank traces of one run, to compare ranks: :mod:`advisor.analyze.ranks`
-  (host side, ``ranks.*``) and :mod:`advisor.analyze.gpu_ranks` (GPU side,
+- ``"ranks"``: a :class:`~advisor.analyze.ranks.rankset.RankSet`, the views of all
+  rank traces of one run, to compare ranks: :mod:`advisor.analyze.ranks.host`
+  (host side, ``ranks.*``) and :mod:`advisor.analyze.ranks.gpu` (GPU side,
   ``ranks.gpu.*`` and ``comm.*``).
   ``run_analyzers(rank_set, stage, scope="ranks")`` runs these once per run,
   when there are two or more rank traces. ``needs`` works the same way:
@@ -24,7 +24,9 @@ Analyzers have a *scope*, which says what they are given:
   table is present when every rank has it.
 
 ``all_specs()`` is what ``advisor facts`` prints and what rule lint checks
-fact names against.
+fact names against. Each analyzer also records where its function is
+(:attr:`Analyzer.code`), so that ``advisor rules explain`` and the reports can
+name, for each fact, the code that computed it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 
 from advisor.analyze.findings import FactSpec, Finding, Findings
 
-__all__ = ["SCOPES", "Analyzer", "all_specs", "analyzer", "registered", "run_analyzers"]
+__all__ = ["SCOPES", "Analyzer", "all_specs", "analyzer", "find", "registered", "run_analyzers"]
 
 #: what an analyzer is given: one trace's view, or the views of all ranks of a run
 SCOPES = ("trace", "ranks")
@@ -50,6 +52,16 @@ class Analyzer:
     func: Callable[[Any], Mapping[str, Any]]
     doc: str
     scope: str = "trace"
+    #: the function's module as a path from the package root (``advisor/analyze/framework/step_split.py``),
+    #: the line of its declaration there, and its name
+    file: str = ""
+    line: int = 0
+    function: str = ""
+
+    @property
+    def code(self) -> str:
+        """``advisor/analyze/framework/step_split.py:37 (step_split)``: where the facts are computed."""
+        return f"{self.file}:{self.line} ({self.function})"
 
 
 _REGISTRY: dict[str, Analyzer] = {}
@@ -66,7 +78,9 @@ def analyzer(name: str, *, needs: Iterable[str] = (), provides: Iterable[FactSpe
             raise ValueError(f"analyzer {name!r} is registered twice")
         specs = tuple(provides)
         doc = (func.__doc__ or "").strip().splitlines()[0] if func.__doc__ else ""
-        _REGISTRY[name] = Analyzer(name, stage, tuple(needs), specs, func, doc, scope)
+        _REGISTRY[name] = Analyzer(name, stage, tuple(needs), specs, func, doc, scope,
+                                   file=func.__module__.replace(".", "/") + ".py",
+                                   line=func.__code__.co_firstlineno, function=func.__name__)
         return func
 
     return register
@@ -81,6 +95,12 @@ def registered(stage: str | None = None, scope: str | None = None) -> list[Analy
     _load_builtin()
     return [a for a in _REGISTRY.values()
             if (stage is None or a.stage == stage) and (scope is None or a.scope == scope)]
+
+
+def find(name: str) -> Analyzer | None:
+    """The analyzer of that name (a finding's ``source``); None for one not registered."""
+    _load_builtin()
+    return _REGISTRY.get(name)
 
 
 def all_specs() -> dict[str, FactSpec]:

@@ -37,6 +37,7 @@ def _facts_read(loaded: LoadedRule) -> list[str]:
     for name, spec in specs.items():
         source = owner[name]
         lines.append(f"  {name:<{width}}  {spec.unit:<8}  {spec.meaning} [{source.stage}/{source.name}]")
+        lines.append(f"  {'':<{width}}  {'':<8}  computed in {source.code}")
     return lines
 
 

@@ -19,10 +19,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from advisor.engine.expr import Absent, Environment
 from advisor.engine.rulebook import LoadedRule
 from advisor.engine.schema import Rule, Severity
 from advisor.errors import ExpressionError
+from advisor.expr.expression import Absent, Environment
 
 __all__ = ["Diagnosis", "Outcome", "evaluate_rule", "evaluate_rules"]
 

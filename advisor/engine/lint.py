@@ -32,11 +32,11 @@ from typing import Any
 
 from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import all_specs
-from advisor.knowledge import Entry, check_entry, entry_files, parse_entry
 from advisor.engine.rulebook import LoadedRule, parse_rule_file, rule_files, user_rule_dirs
 from advisor.engine.shapes import Catalog, Threshold, check_expression
-from advisor.engine.values import is_number
 from advisor.errors import RuleError
+from advisor.expr.values import is_number
+from advisor.knowledge import Entry, check_entry, entry_files, parse_entry
 from advisor.resources import knowledge_dir, rules_dir
 
 __all__ = ["LintReport", "check_rule", "lint"]

@@ -22,10 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from advisor.engine.safe_yaml import LineMap, load_yaml
 from advisor.engine.schema import Impact, Rule, RuleTest, SeverityTier
 from advisor.errors import RuleError
 from advisor.resources import rules_dir
+from advisor.yamlio.safe_yaml import LineMap, load_yaml
 
 __all__ = ["ENV_VAR", "LoadedRule", "RuleBook", "load_rule_file", "parse_rule_file", "rule_files", "user_rule_dirs"]
 

@@ -40,9 +40,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
-from advisor.engine.expr import Expression, compile_expression
-from advisor.engine.template import Template
 from advisor.errors import ExpressionError
+from advisor.expr.expression import Expression, compile_expression
+from advisor.expr.template import Template
 
 __all__ = ["SEVERITIES", "Impact", "Rule", "RuleTest", "Severity", "SeverityTier"]
 

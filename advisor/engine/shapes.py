@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from advisor.analyze.findings import UNITS, FactSpec
-from advisor.engine.tree import Call, Compare, Const, Field, Generator, Index, Node, Ref, Unary, children
-from advisor.engine.values import is_number
+from advisor.expr.tree import Call, Compare, Const, Field, Generator, Index, Node, Ref, Unary, children
+from advisor.expr.values import is_number
 
 __all__ = ["Catalog", "Kind", "Problem", "Threshold", "check_expression"]
 

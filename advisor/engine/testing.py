@@ -14,10 +14,10 @@ import math
 from dataclasses import dataclass
 
 from advisor.engine.evaluate import evaluate_rule
-from advisor.engine.expr import Absent, Environment
 from advisor.engine.rulebook import LoadedRule
 from advisor.engine.schema import RuleTest
 from advisor.errors import ExpressionError
+from advisor.expr.expression import Absent, Environment
 
 __all__ = ["CaseResult", "run_rule_tests"]
 

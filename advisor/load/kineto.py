@@ -95,6 +95,7 @@ from advisor.errors import TraceError
 from advisor.load.json_stream import read_array
 from advisor.load.kineto_quality import (MAX_TS_US, STEP_KIND, STEP_PREFIX, DataQuality, check_events, check_meta,
                                          check_span)
+from advisor.naming import LABEL_PREFIX
 
 __all__ = ["ALL_ARGS", "ARGS", "CATEGORY_ALIASES", "EXTRA_ARGS", "INT32_COLUMNS", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
 
@@ -179,7 +180,7 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotat
 #: stream values that mean "no particular stream" (device-wide syncs)
 _NO_STREAM = (4294967295, 0xFFFFFFFFFFFFFFFF)
 
-OWN_LABEL_PREFIX = "advisor::"
+OWN_LABEL_PREFIX = LABEL_PREFIX
 
 
 @dataclass

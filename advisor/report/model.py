@@ -7,7 +7,9 @@ same thing. ``advisor report RUN_DIR`` rebuilds it without profiling again.
 
 Keys: ``run`` (run.json), ``verdict``, ``summary`` (step time, phases, the
 ranked diagnoses in one line each), ``diagnoses`` (each with ``sources``,
-``module``, ``knowledge`` entries, ``evidence_facts`` and ``fix_short``),
+``module``, ``knowledge`` entries, ``evidence_facts`` (name, value, unit, and
+the ``function`` that computed it and ``where`` it is), ``evidence_code`` (those
+functions, once each) and ``fix_short``),
 ``facts`` and ``units`` (by fact name), ``findings``, ``outcomes``, ``charts``
 (:class:`~advisor.report.charts.Chart`), ``trail`` (see
 :mod:`advisor.report.trail`), ``environment``, ``reproduce`` and ``artifacts``.
@@ -55,13 +57,35 @@ def _knowledge(diag: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _evidence_facts(diag: Mapping[str, Any], units: Mapping[str, str]) -> list[dict[str, Any]]:
-    """The facts a diagnosis used, with the unit of each (from findings.json)."""
-    return [{"name": k, "value": v, "unit": units.get(k, "")} for k, v in (diag.get("facts") or {}).items()]
+def _evidence_facts(diag: Mapping[str, Any], units: Mapping[str, str],
+                    codes: Mapping[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """The facts a diagnosis used, with the unit of each (from findings.json) and the code that computed it:
+    ``function`` (``step_split``) and ``where`` (``advisor/analyze/framework/step_split.py:37``)."""
+    return [{"name": k, "value": v, "unit": units.get(k, ""), **codes.get(k, {"function": "", "where": ""})}
+            for k, v in (diag.get("facts") or {}).items()]
+
+
+def _evidence_code(facts: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Each function that computed some of these facts, once, in the order the facts name them."""
+    seen = {f["function"]: {"function": f["function"], "where": f["where"]} for f in facts if f["function"]}
+    return list(seen.values())
+
+
+def _fact_codes(findings: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """fact name -> the function of the analyzer that computed it and its file:line, from each fact's
+    ``source`` in findings.json (the analyzer's name)."""
+    from advisor.analyze.registry import find  # the analyzers import pandas; only the reports need them here
+
+    out = {}
+    for fact in findings.get("facts", []):
+        analyzer = find(str(fact.get("source") or ""))
+        if analyzer is not None:
+            out[fact["name"]] = {"function": analyzer.function, "where": f"{analyzer.file}:{analyzer.line}"}
+    return out
 
 
 def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mapping[str, str],
-               roots: list[Path]) -> list[dict[str, Any]]:
+               roots: list[Path], codes: Mapping[str, dict[str, str]]) -> list[dict[str, Any]]:
     step = facts.get("steps.time_ms")
     out = []
     for diag in raw:
@@ -69,7 +93,8 @@ def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mappi
         view["sources"] = [c for c in (source_context(f, ln, roots) for f, ln in locations(diag)) if c]
         view["module"] = module_path(diag)
         view["knowledge_entries"] = _knowledge(diag)
-        view["evidence_facts"] = _evidence_facts(diag, units)
+        view["evidence_facts"] = _evidence_facts(diag, units, codes)
+        view["evidence_code"] = _evidence_code(view["evidence_facts"])
         view["fix_short"] = first_sentence(diag.get("fix", ""))
         impact = diag.get("impact_ms")
         view["impact_share"] = impact / step if isinstance(impact, (int, float)) and isinstance(step, (int, float)) \
@@ -151,7 +176,7 @@ def build_report_data(run: RunDir, charts: bool = True) -> dict[str, Any]:
     facts = {f["name"]: f["value"] for f in findings.get("facts", [])}
     units = {f["name"]: f.get("unit", "") for f in findings.get("facts", [])}
     roots = [Path(p) for p in meta.get("source_roots", [])]
-    diagnoses = _diagnoses(diagnosed.get("diagnoses", []), facts, units, roots)
+    diagnoses = _diagnoses(diagnosed.get("diagnoses", []), facts, units, roots, _fact_codes(findings))
     trail = build_trail(meta, diagnoses, draw_graph=charts)
     drawn = report_charts(facts) if charts else []
     expected = ["report.md", "report.html", *(f"charts/{c.id}.svg" for c in [*drawn, trail["chart"]] if c.svg)]

@@ -31,7 +31,7 @@ from pygments.lexers import PythonLexer
 
 from advisor.report.markdown import (evidence_columns, evidence_kind, fact_value, md_cell, md_code, md_table,
                                      md_text, shorten, wrap)
-from advisor.engine.yaml_cache import cache_dir
+from advisor.yamlio.yaml_cache import cache_dir
 from advisor.resources import templates_dir
 from advisor.units import fmt_bytes, fmt_ms, fmt_num, fmt_pct
 

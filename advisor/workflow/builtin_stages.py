@@ -46,7 +46,7 @@ def _framework_ingest(path: Path, stage_dir: Path) -> list[Path]:
 
 
 def _framework_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any]) -> Any:
-    from advisor.analyze.view import TraceView
+    from advisor.analyze.framework.view import TraceView
     from advisor.pipeline import load_traces
 
     traces = load_traces(paths)
@@ -96,8 +96,8 @@ def _system_command(ctx: StageContext) -> str | None:
 
 
 def _system_check(path: Path) -> None:
-    from advisor.tools.nsys import find_nsys
     from advisor.load.nsys_sqlite import is_nsys_sqlite
+    from advisor.tools.nsys import find_nsys
 
     if path.suffix.lower() == ".sqlite":
         if not is_nsys_sqlite(path):
@@ -120,7 +120,7 @@ def _system_ingest(path: Path, stage_dir: Path) -> list[Path]:
 
 
 def _system_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any]) -> Any:
-    from advisor.analyze.system_view import SystemView
+    from advisor.analyze.system.view import SystemView
     from advisor.load.nsys_sqlite import load_nsys_sqlite
 
     trace = load_nsys_sqlite(paths[-1])
@@ -183,7 +183,7 @@ class _KernelFiles:
     """The kernel analyzers' view of Nsight Compute files, with the files' own notes."""
 
     def __init__(self, paths: Sequence[Path], facts: Mapping[str, Any]) -> None:
-        from advisor.analyze.kernel_view import KernelView
+        from advisor.analyze.kernel.view import KernelView
         from advisor.pipeline import load_kernel_reports
 
         reports = load_kernel_reports(paths)

@@ -15,7 +15,7 @@ The built-in graph is ``rules/workflow.yaml``; ``--workflow FILE`` (or
         guard: '"nsys" in diagnoses.escalate'
         because: a framework diagnosis asks for Nsight Systems
 
-A guard is an expression of the rule language (:mod:`advisor.engine.expr`)
+A guard is an expression of the rule language (:mod:`advisor.expr.expression`)
 over the findings and diagnoses so far (see :func:`guard_names`). The graph
 is validated on load, and every problem is a
 :class:`~advisor.errors.RuleError` naming the file and line: the file's
@@ -34,11 +34,11 @@ from typing import Any
 
 import networkx as nx
 
-from advisor.engine.expr import Expression, compile_expression
-from advisor.engine.safe_yaml import LineMap, load_yaml
 from advisor.errors import ExpressionError, RuleError
+from advisor.expr.expression import Expression, compile_expression
 from advisor.resources import rules_dir
 from advisor.workflow.stages import registered_stages
+from advisor.yamlio.safe_yaml import LineMap, load_yaml
 
 __all__ = ["ENV_VAR", "GUARD_NAMES", "Edge", "Stage", "Workflow", "default_workflow_path", "load_workflow"]
 

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from advisor.engine.expr import Absent, Environment
 from advisor.errors import ExpressionError
+from advisor.expr.expression import Absent, Environment
 from advisor.units import fmt_num
 from advisor.workflow.graph import Edge, Workflow
 

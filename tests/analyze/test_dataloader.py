@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from advisor.analyze.dataloader import dataloader
-from advisor.analyze.view import TraceView
+from advisor.analyze.framework.dataloader import dataloader
+from advisor.analyze.framework.view import TraceView
 from advisor.load.kineto import load_kineto
 
 SINGLE = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import all_specs, run_analyzers
-from advisor.analyze.view import TraceView
 from advisor.load.kineto import load_kineto
 from advisor.pipeline import analyze_traces, find_kineto_traces, load_traces
 from conftest import fixture_path

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor.analyze.gpu_idle import CAUSES, KERNEL_GAP_NS, LAUNCH_GAP_NS, idle_gaps
+from advisor.analyze.framework.gpu_idle import CAUSES, KERNEL_GAP_NS, LAUNCH_GAP_NS, idle_gaps
 
 US = 1000
 

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
+from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import run_analyzers
-from advisor.analyze.view import TraceView
 from advisor.load.kineto import load_kineto
 from conftest import fixture_path
 

@@ -27,12 +27,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from advisor.analyze.comm import comm_overlap
-from advisor.analyze.gpu_idle import CAUSES
-from advisor.analyze.gpu_ops import op_kind
-from advisor.analyze.gpu_time import busy_breakdown
+from advisor.analyze.framework.gpu_idle import CAUSES
+from advisor.analyze.framework.gpu_links import op_kind
+from advisor.analyze.framework.gpu_time import busy_breakdown
+from advisor.analyze.framework.view import TraceView
+from advisor.analyze.ranks.comm import comm_overlap
 from advisor.analyze.registry import run_analyzers
-from advisor.analyze.view import TraceView
 from advisor.load.kineto import load_kineto
 from conftest import fixture_path
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.analyze.kernel_metrics import BUSY_PCT, bound_class
+from advisor.analyze.kernel.metrics import BUSY_PCT, bound_class
 from advisor.engine.rulebook import RuleBook
 from advisor.load.ncu_csv import load_ncu_csv
 from advisor.load.ncu_report import import_module, load_ncu_report

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from advisor.analyze.optimizer import optimizer
-from advisor.analyze.view import TraceView
+from advisor.analyze.framework.optimizer import optimizer
+from advisor.analyze.framework.view import TraceView
 from advisor.load.kineto import load_kineto
 
 #: torch.optim.Adam's for-loop update of one tensor: the step count, the two moments, the denominator, the update

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from advisor.analyze.source_lines import source_lines
-from advisor.analyze.view import TraceView
+from advisor.analyze.framework.source_lines import source_lines
+from advisor.analyze.framework.view import TraceView
 from advisor.load.kineto import load_kineto
 from advisor.naming import is_direct_label, parse_source_label, source_label
 from conftest import fixture_path

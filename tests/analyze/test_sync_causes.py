@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from advisor.analyze.framework.sync_causes import classify
+from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import run_analyzers
-from advisor.analyze.sync_causes import classify
-from advisor.analyze.view import TraceView
 from advisor.engine.rulebook import RuleBook
 from advisor.load.kineto import load_kineto
 from advisor.pipeline import diagnose_findings

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from advisor.analyze.registry import run_analyzers
-from advisor.analyze.system_osrt import category_of
-from advisor.analyze.system_view import SystemView
+from advisor.analyze.system.osrt import category_of
+from advisor.analyze.system.view import SystemView
 from advisor.load.nsys_sqlite import NsysTrace, load_nsys_sqlite
 from conftest import fixture_path
 

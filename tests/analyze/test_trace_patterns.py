@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import run_analyzers
-from advisor.analyze.view import TraceView
 from advisor.engine.evaluate import evaluate_rules
 from advisor.engine.rulebook import RuleBook
 from advisor.load.kineto import load_kineto

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import run_analyzers
-from advisor.analyze.view import TraceView
 from advisor.load.kineto import load_kineto
 from advisor.naming import CLOSURE, PHASE_NAMES
 from advisor.pipeline import analyze_traces, load_traces

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from conftest import run_cli
@@ -47,6 +48,7 @@ def test_explain_shows_rule_facts_and_knowledge(tmp_path: Path) -> None:
     assert out.startswith("DL001 dataloader-starvation\nstable, framework stage; rules/framework/DL001-")
     assert "When      phases.dataloader.share >= 0.15 and phases.dataloader.ms >= 1" in out
     assert "phases.dataloader.share  fraction  share of step time in dataloader [framework/step_split]" in out
+    assert re.search(r"^ +computed in advisor/analyze/framework/step_split.py:\d+ \(step_split\)$", out, re.M)
     assert "The input pipeline starves the model (dataloader-starvation, data loading)" in out
     assert "## How to fix" in out and "Test cases: " in out
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from advisor.analyze.view import TraceView
+from advisor.analyze.framework.view import TraceView
 from advisor.collect.source_marker import SourceMarker
 from advisor.load.kineto import load_kineto
 from advisor.naming import SOURCE_PREFIX

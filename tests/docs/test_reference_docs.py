@@ -6,12 +6,12 @@ import re
 
 from conftest import REPO, run_cli
 
-from advisor.engine import syntax, values
-from advisor.engine.functions import FUNCTIONS
-from advisor.knowledge import load_entries
 from advisor.engine.rule_index import render_index
 from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import Impact, Rule, RuleTest
+from advisor.expr import syntax, values
+from advisor.expr.functions import FUNCTIONS
+from advisor.knowledge import load_entries
 from advisor.resources import rules_dir
 
 DOCS = REPO / "docs"

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from advisor.engine.expr import Absent, compile_expression
 from advisor.errors import ExpressionError
+from advisor.expr.expression import Absent, compile_expression
 
 ENV = {
     "gpu.idle_fraction": 0.4,
@@ -170,7 +170,7 @@ def test_work_is_bounded() -> None:
 
 
 def test_template_holes_render_and_fail_only_when_strict() -> None:
-    from advisor.engine.template import Template
+    from advisor.expr.template import Template
 
     text = Template("idle {{ pct(gpu.idle_fraction) }}, missing {{ ms(gpu.nope) }}, bad {{ pct(trace.device) }}")
     assert text.render(ENV) == "idle 40%, missing n/a, bad n/a"

@@ -125,8 +125,8 @@ def test_cli_refuses_them_in_one_line_each(hostile) -> None:  # noqa: ANN001
 
 
 def test_record_keys_are_data_not_attributes() -> None:
-    from advisor.engine.expr import Absent, compile_expression
     from advisor.errors import ExpressionError
+    from advisor.expr.expression import Absent, compile_expression
 
     with pytest.raises(Absent):
         compile_expression("ops.top[0]['__class__']").evaluate({"ops.top": [{"name": "aten::mm"}]})

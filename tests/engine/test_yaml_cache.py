@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from advisor.engine import yaml_cache
 from advisor.engine.rulebook import RuleBook, load_rule_file
-from advisor.engine.safe_yaml import parse_yaml
 from advisor.errors import RuleError
+from advisor.yamlio import yaml_cache
+from advisor.yamlio.safe_yaml import parse_yaml
 from rulefiles import line_of, rule_data, write_rule
 
 

@@ -1,0 +1,58 @@
+"""Small helpers shared by the analyzers: per-step scaling and site formatting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from advisor.analyze.framework.view import TraceView
+from advisor.naming import SOURCE_PREFIX, parse_source_label
+
+__all__ = ["NS_PER_MS", "call_site_of", "call_site_of_rows", "in_steps", "per_step_ms", "site", "step_ms"]
+
+NS_PER_MS = 1e6
+
+
+def step_ms(view: TraceView) -> float:
+    """Mean wall time of an analysed step, in ms."""
+    return float(view.steps["dur"].mean()) / NS_PER_MS if view.step_count else 0.0
+
+
+def per_step_ms(view: TraceView, total_ns: float) -> float:
+    return float(total_ns) / max(view.step_count, 1) / NS_PER_MS
+
+
+def in_steps(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a host table that fall inside an analysed step."""
+    return frame[frame["step"] >= 0]
+
+
+def site(file: str, line: int, func: str = "") -> str:
+    """``train.py:57 (augment)``, or "" when unknown."""
+    if not file or line < 0:
+        return ""
+    return f"{file}:{line}" + (f" ({func})" if func and func != "<module>" else "")
+
+
+def call_site_of(view: TraceView, ranges: pd.DataFrame) -> tuple[str, int, str] | None:
+    """The user's line that opened the given ranges (the collector's label right around or inside them).
+
+    A hook opens the phase range and its source label at the same instant, so
+    either can come out as the parent of the other.
+    """
+    return call_site_of_rows(view, ranges.index.to_numpy())
+
+
+def call_site_of_rows(view: TraceView, rows: np.ndarray) -> tuple[str, int, str] | None:
+    """:func:`call_site_of` for the ranges at these rows of ``view.host``."""
+    host = view.host
+    parent = host["parent"].to_numpy()
+    is_label = view.host_names(lambda n: n.startswith(SOURCE_PREFIX), bool)
+    inside = np.isin(parent, rows)
+    around = np.zeros(len(parent), bool)
+    around[parent[rows][parent[rows] >= 0]] = True
+    labels = view.host_name_texts[is_label & (inside | around)]
+    if len(labels) == 0:
+        return None
+    unique, counts = np.unique(labels.astype(str), return_counts=True)  # the most frequent; the first name on a tie
+    return parse_source_label(str(unique[np.argmax(counts)]))

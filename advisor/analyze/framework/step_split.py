@@ -1,0 +1,77 @@
+"""Where the step time goes: data loading, forward, backward, optimizer, other."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.analyze.findings import FactSpec, records
+from advisor.analyze.framework.per_step import NS_PER_MS
+from advisor.analyze.framework.phases import split_step
+from advisor.analyze.framework.view import TraceView
+from advisor.analyze.registry import analyzer
+from advisor.naming import STEP_PARTS as PHASES
+
+#: part of the step -> its facts: mean ms per step, and share of the step time
+PHASE_FACTS = {
+    "dataloader": ("phases.dataloader.ms", "phases.dataloader.share"),
+    "forward": ("phases.forward.ms", "phases.forward.share"),
+    "backward": ("phases.backward.ms", "phases.backward.share"),
+    "optimizer": ("phases.optimizer.ms", "phases.optimizer.share"),
+    "other": ("phases.other.ms", "phases.other.share"),
+}
+
+PROVIDES = (
+    FactSpec("steps.count", "count", "number of analysed steps (complete ProfilerStep ranges)"),
+    FactSpec("steps.incomplete", "count", "steps left out because the script raised, exited or was stopped inside them"),
+    FactSpec("steps.source", "text", "how steps were found: ProfilerStep ranges, or the whole trace as one window"),
+    FactSpec("steps.method", "text", "how the collector recognised a step: optimizer, dataloader or time"),
+    FactSpec("steps.time_ms", "ms", "mean wall time of a step"),
+    FactSpec("steps.time_ms_min", "ms", "shortest step"),
+    FactSpec("steps.time_ms_max", "ms", "longest step"),
+    FactSpec("steps.spread", "ratio", "(longest - shortest) / mean step time"),
+    FactSpec("steps.table", "table", "every analysed step and its phase split", columns={
+        "step": "count: step number", "time_ms": "ms: wall time",
+        **{f"{p}_ms": f"ms: time in {p}" for p in PHASES},
+    }),
+    *(FactSpec(PHASE_FACTS[p][0], "ms", f"mean time per step in {p}") for p in PHASES),
+    *(FactSpec(PHASE_FACTS[p][1], "fraction", f"share of step time in {p}") for p in PHASES),
+    FactSpec("phases.table", "table", "the phase split, one row per phase", columns={
+        "phase": "text: phase name", "ms": "ms: mean time per step", "share": "fraction: of step time",
+        "source": "text: the evidence the phase was found from",
+    }),
+)
+
+
+@analyzer("step_split", provides=PROVIDES)
+def step_split(view: TraceView) -> dict[str, Any]:
+    """Split each step's wall time into phases, by priority where they overlap."""
+    rows = []
+    for step in view.steps.itertuples(index=False):
+        parts = split_step(view, int(step.start), int(step.end))
+        rows.append({"step": int(step.step), "time_ms": step.dur / NS_PER_MS,
+                     **{f"{p}_ms": parts[p] / NS_PER_MS for p in PHASES}})
+    n = len(rows)
+    mean = sum(r["time_ms"] for r in rows) / n if n else 0.0
+    out: dict[str, Any] = {
+        "steps.count": n if view.profiler_steps_present else 0,
+        "steps.source": "ProfilerStep ranges" if view.profiler_steps_present else "whole trace (no ProfilerStep ranges)",
+        "steps.incomplete": view.incomplete_steps,
+        "steps.method": view.run_meta.get("step_method"),
+        "steps.time_ms": mean,
+        "steps.time_ms_min": min((r["time_ms"] for r in rows), default=0.0),
+        "steps.time_ms_max": max((r["time_ms"] for r in rows), default=0.0),
+        "steps.table": records(rows),
+    }
+    out["steps.spread"] = (out["steps.time_ms_max"] - out["steps.time_ms_min"]) / mean if mean else 0.0
+    sources = view.phase_sources
+    table = []
+    for p in PHASES:
+        ms = sum(r[f"{p}_ms"] for r in rows) / n if n else 0.0
+        share = ms / mean if mean else 0.0
+        ms_fact, share_fact = PHASE_FACTS[p]
+        out[ms_fact] = ms
+        out[share_fact] = share
+        table.append({"phase": p, "ms": ms, "share": share,
+                      "source": sources.get(p, "the rest of the step") if p != "other" else "the rest of the step"})
+    out["phases.table"] = table
+    return out

@@ -1,0 +1,1 @@
+"""Analyzers of Nsight Compute results: the kernel stage."""

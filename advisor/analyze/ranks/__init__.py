@@ -1,0 +1,1 @@
+"""Analyzers of distributed runs: the ranks compared, and the collectives between them."""

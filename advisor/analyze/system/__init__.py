@@ -1,0 +1,1 @@
+"""Analyzers of Nsight Systems exports: the system stage."""

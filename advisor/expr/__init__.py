@@ -1,0 +1,1 @@
+"""The expression language of rule conditions, impact estimates, texts and workflow guards."""
