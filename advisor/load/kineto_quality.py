@@ -146,7 +146,9 @@ def check_span(ts_us: np.ndarray, dur_us: np.ndarray, profiler_range: np.ndarray
 
 
 def _within(ts_us: np.ndarray, end: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    width = max(hi - lo, 1000.0)  # at least a millisecond: a trace of a few events has no spread to speak of
+    # Far outside: ten times the span, and at least a second. A step may hold time with no event in it (a
+    # sleep, a wait the profiler does not record), so a single step can end well after its last event.
+    width = max(10.0 * (hi - lo), 1e6)
     return (ts_us >= lo - width) & (end <= hi + width)
 
 
