@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,13 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 FIXTURES = REPO.parent / "shared" / "fixtures"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Tests run side by side (pytest -n): one intra-op thread for this worker and the scripts it diagnoses, as
+    # tests/frameworks does. Two workers with a thread per core each would put every parallel operator at a
+    # barrier waiting for a descheduled thread, and the steps would time the machine, not the code under test.
+    # Scripts that set their own threads (examples/thread_oversubscription.py) still do.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def fixture_path(*parts: str) -> Path:
@@ -90,18 +98,39 @@ class RunOutput:
         return self.json("diagnoses.json")["diagnoses"]
 
 
-@pytest.fixture(scope="session")
-def diagnosed_examples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunOutput]:
-    """Each bundled example diagnosed once, for all the tests that read the result."""
-    import time
+class ExampleRuns(Mapping):
+    """The bundled examples, each diagnosed on first use, once per test process (a pytest-xdist worker runs only
+    the ones its tests read)."""
 
-    out: dict[str, RunOutput] = {}
-    base = tmp_path_factory.mktemp("examples")
-    for name in ("slow_dataloader", "slow_optimizer", "python_loop", "healthy"):
-        run_dir = base / name
-        start = time.monotonic()
-        # --no-escalate: these runs test the framework stage; the Nsight Systems stage has its own
-        # tests (tests/workflow/test_nsys_end_to_end.py), and would add a minute per escalating example.
-        cli = run_cli("diagnose", str(EXAMPLES / f"{name}.py"), "--out", str(run_dir), "--no-escalate", cwd=base)
-        out[name] = RunOutput(run_dir, cli, time.monotonic() - start)
-    return out
+    NAMES = ("slow_dataloader", "slow_optimizer", "python_loop", "healthy")
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self._runs: dict[str, RunOutput] = {}
+
+    def __getitem__(self, name: str) -> RunOutput:
+        if name not in self.NAMES:
+            raise KeyError(name)
+        if name not in self._runs:
+            import time
+
+            run_dir = self.base / name
+            start = time.monotonic()
+            # --no-escalate: these runs test the framework stage; the Nsight Systems stage has its own
+            # tests (tests/workflow/test_nsys_end_to_end.py), and would add a minute per escalating example.
+            cli = run_cli("diagnose", str(EXAMPLES / f"{name}.py"), "--out", str(run_dir), "--no-escalate",
+                          cwd=self.base)
+            self._runs[name] = RunOutput(run_dir, cli, time.monotonic() - start)
+        return self._runs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.NAMES)
+
+    def __len__(self) -> int:
+        return len(self.NAMES)
+
+
+@pytest.fixture(scope="session")
+def diagnosed_examples(tmp_path_factory: pytest.TempPathFactory) -> ExampleRuns:
+    """Each bundled example diagnosed once, for all the tests that read the result."""
+    return ExampleRuns(tmp_path_factory.mktemp("examples"))

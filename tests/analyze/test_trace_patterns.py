@@ -217,7 +217,9 @@ def test_hand_written_gelu_is_an_elementwise_chain(tmp_path: Path) -> None:
     chain = f["elementwise.chains"][0]
     assert chain["function"] == "gelu_tanh" and chain["top_ops"] == "mul pow mul add mul tanh add mul"
     assert f["elementwise.forward_ms"] < f["elementwise.ms"]  # backward nodes are counted too
-    assert 0 < f["elementwise.fused_ms"] < f["elementwise.forward_ms"]
+    # one fused op forward and one backward cost less than the eight of each they replace (the forward alone
+    # may not be more than the dearest op's forward and backward: a timing, flaky on a busy machine)
+    assert 0 < f["elementwise.fused_ms"] < f["elementwise.ms"]
     fixed = record(tmp_path, training_step(nn.Sequential(Mlp(True), Mlp(True)), x))
     assert fixed.facts["elementwise.chains_per_step"] == 0 and "CPU004" not in fixed.fired
 
