@@ -121,9 +121,11 @@ def test_closure_loops_give_forward_and_backward_their_time(diagnosed: Callable[
     # by hand: forward 0.34-0.42, backward 0.42-0.56, the update itself 0.06-0.12 of the step
     assert facts["phases.forward.ms"] > 0 and facts["phases.forward.share"] >= 0.15, split
     assert facts["phases.backward.ms"] > 0 and facts["phases.backward.share"] >= 0.2, split
-    # the optimizer phase is the update alone, not the closure it called
-    assert facts["phases.optimizer.share"] <= 0.25, split
-    assert facts["phases.optimizer.share"] * 3 <= facts["phases.forward.share"] + facts["phases.backward.share"], split
+    # the optimizer phase is the update alone, not the closure it called (all of the step before the fix). LBFGS's
+    # update is hundreds of small ops, which swell most when another test shares the cores: 0.19 alone, 0.27 beside
+    # another pytest worker.
+    assert facts["phases.optimizer.share"] <= 0.35, split
+    assert facts["phases.optimizer.share"] * 2 <= facts["phases.forward.share"] + facts["phases.backward.share"], split
 
 
 @pytest.mark.parametrize("script", ["lightning_fit", "lbfgs_closure"])
