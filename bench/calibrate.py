@@ -47,8 +47,6 @@ REPO = HERE.parent
 EXAMPLES = REPO / "examples"
 TABLE = EXAMPLES / "calibration.yaml"
 TOLERANCE = 0.30
-#: OMP_NUM_THREADS for every run (--threads); None leaves the environment's
-THREADS: str | None = None
 
 
 def load_average() -> str:
@@ -83,8 +81,6 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 def _advisor(*args: str, log: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    if THREADS:
-        env["OMP_NUM_THREADS"] = THREADS
     with log.open("a") as out:
         proc = subprocess.run([sys.executable, "-m", "advisor", *args], cwd=REPO, env=env, stdout=out,
                               stderr=subprocess.STDOUT)
@@ -179,8 +175,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--out", type=Path, help="folder for the runs (default bench/out/calibrate-<time>)")
     args = parser.parse_args()
-    global THREADS
-    THREADS = str(args.threads) if args.threads else None
+    threads = str(args.threads) if args.threads else os.environ.get("OMP_NUM_THREADS")
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = threads  # every run's environment is this one's
     rows = read_rows(TABLE)
     if args.only:
         wanted = {name if name.endswith(".py") else name + ".py" for name in args.only}
@@ -192,7 +189,7 @@ def main() -> None:
     extra = ["--active", str(args.active)] if args.active else []
     before = load_average()
     print(f"load average before: {before} ({os.cpu_count()} CPUs); runs in {out}"
-          + (f"; OMP_NUM_THREADS={THREADS}" if THREADS else ""))
+          + (f"; OMP_NUM_THREADS={threads}" if threads else ""))
     results = []
     for row in rows:
         print(f"\n{row['example']} ({row['rule']}; fixed: {' '.join(row['fixed_args']) or 'no arguments'})")
@@ -206,7 +203,7 @@ def main() -> None:
     print(f"\nload average after: {after}")
     if args.json:
         args.json.write_text(json.dumps({"load_before": before, "load_after": after, "cpus": os.cpu_count(),
-                                         "repeat": args.repeat, "threads": THREADS,
+                                         "repeat": args.repeat, "threads": threads,
                                          "results": results}, indent=1))
     sys.exit(0 if all(r["result"] == "PASS" for r in results) else 1)
 

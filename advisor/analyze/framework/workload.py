@@ -117,9 +117,9 @@ def _autograd(view: TraceView) -> dict[str, Any]:
         out["autograd.us_per_op"] = float(cost)
         by_kind = costs.get("autograd_us_by_kind")
         if by_kind:
-            names = host["name"].to_numpy()[top][recorded]
-            us = sum(float(by_kind.get(_op_kind(str(n)), cost)) for n in names)
-            out["workload.autograd_ms"] = us / steps / 1e3
+            # each op at its kind's cost, priced once per distinct name
+            price = view.host_names(lambda n: float(by_kind.get(_op_kind(n), cost)), "float64")
+            out["workload.autograd_ms"] = float(price[top][recorded].sum()) / steps / 1e3
         else:  # a run.json from before the probes of each kind
             out["workload.autograd_ms"] = nodes * float(cost) / 1e3
         step = step_ms(view)
