@@ -2,7 +2,8 @@
 
 Each example takes the flag that applies exactly the advice of its rule (see examples/calibration.yaml):
 the rule fires on the slow run, its estimate follows from that run's trace, and it stays quiet on the
-fixed one. Runs are short (a few profiled steps); bench/calibrate.py measures the gains on longer ones.
+fixed one. Runs are short (a few profiled steps); bench/calibrate.py measures the gains on longer ones. Two ranks take
+both cores of a small machine, so these tests run apart from the others (the whole_machine marker).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import EXAMPLES, RunOutput, run_cli
+
+pytestmark = pytest.mark.whole_machine
 
 SHORT = ("--no-escalate", "-q", "--nproc-per-node", "2", "--wait", "1", "--warmup", "1", "--active", "3")
 

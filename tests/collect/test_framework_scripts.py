@@ -262,6 +262,7 @@ def test_run_metadata(tmp_path: Path) -> None:
 
 # several ranks ----------------------------------------------------------------------------
 
+@pytest.mark.whole_machine
 def test_torchrun_two_ranks_name_the_straggler(tmp_path: Path) -> None:
     cli, out = _diagnose(tmp_path, "ddp_straggler.py", "--nproc-per-node", "2",
                          script_args=("--slow-rank", "1", "--delay-ms", "40"))

@@ -14,12 +14,17 @@ waiting for one another, and each parallel region waits for the scheduler to
 hand a core over. The collector times one small parallel operator when the
 recording starts and after every optimizer step of the window
 (:data:`~advisor.naming.POOL_PROBE_RANGE`): tens of microseconds normally, a
-scheduler time slice (milliseconds) when the pool waits. The longest of those
-says whether the pool waited; the operators of the steps with a millisecond or
-more of their own time are then the ones that waited (a parallel region waits
-once for the pool to start and once at its end, so each counts up to two of
-the longest waits). Their own time includes their work, so the estimate
-overstates the gain by that.
+scheduler time slice (milliseconds) when the pool waits. The trace's own small
+operators are probes too: one whose own time is under 0.1 ms in most calls (a
+ReLU, an in-place add) that once took milliseconds waited for the scheduler,
+and where several kinds did, the median of their waits stands for one (on two ranks of
+examples/thread_oversubscription.py, one run in six had the collector's probes
+land where the other rank left the cores free, while its ReLUs took 7.8 ms).
+The longest of those says whether the pool waited; the operators of the steps
+with a millisecond or more of their own time are then the ones that waited (a
+parallel region waits once for the pool to start and once at its end, so each
+counts up to two of the longest waits). Their own time includes their work, so
+the estimate overstates the gain by that.
 
 Anomaly detection. With ``torch.autograd.set_detect_anomaly(True)`` autograd
 saves the Python stack of every node it records in the forward pass and checks
@@ -66,8 +71,11 @@ THREAD_FACTS = (
                                          "workers want"),
     FactSpec("host.demand_excess", "ratio", "cpu_demand minus the usable cores (above 0: more threads than cores)"),
     FactSpec("host.load_average", "ratio", "the machine's 1-minute load average when the recording began (all processes)"),
-    FactSpec("host.parallel_region_ms", "ms", "the longest time of one small operator on the intra-op pool, timed when "
-                                              "the recording began and after each step (tens of us with free cores)"),
+    FactSpec("host.parallel_region_ms", "ms", "the longest time of one small operator on the intra-op pool (tens of us "
+                                              "with free cores): the collector's probe, timed when the recording began "
+                                              "and after each step, or the typical wait of the trace's small "
+                                              "operators (own time under 0.1 ms in most calls) that took a "
+                                              "millisecond or more once"),
     FactSpec("host.pool_waits_per_step", "count", "operators per step with a millisecond or more of their own time"),
     FactSpec("host.pool_wait_ms", "ms", "their own time per step, at most two parallel_region_ms each"),
     FactSpec("host.pool_wait_share", "fraction", "pool_wait_ms as a share of the step"),
@@ -92,6 +100,11 @@ DEBUG_FACTS = (
 _EVALUATE = "autograd::engine::evaluate_function: "
 #: an operator's own time from which, while the pool waits for cores, it counts as having waited
 _WAITED_MS = 1.0
+#: a small operator, as a probe of the pool: median own time under this (ms), at least this many calls
+_SMALL_OP_MS = 0.1
+_SMALL_OP_CALLS = 5
+#: how many kinds of small operator must have waited a millisecond before their waits count
+_SMALL_OPS_WAITED = 3
 #: the operators of anomaly mode's NaN check of each backward output: isnan(x)._is_any_true().item()
 _NAN_CHECKS = ("aten::isnan", "aten::_is_any_true", "aten::item")
 #: what a stack capture costs beyond its frames, in frames (see _node_us_in_forward)
@@ -145,8 +158,36 @@ def host_threads(view: TraceView) -> dict[str, Any]:
     if _number(at.get("parallel_region_us")) is not None:
         probes.append(float(at["parallel_region_us"]) / 1e3)
     if probes:
-        out.update(_pool_waits(view, max(probes)))
+        out.update(_pool_waits(view, float(max([*probes, _small_op_wait_ms(view)]))))
     return out
+
+
+def _step_ops(view: TraceView) -> np.ndarray:
+    """The operators inside the steps, less the probe's own."""
+    host = view.host
+    ops = ((host["cat"] == "cpu_op") & (host["step"] >= 0)).to_numpy()
+    parent = host["parent"].to_numpy()
+    probe = view.host_names(lambda n: n == POOL_PROBE_RANGE, bool)
+    return ops & ~np.where(parent >= 0, probe[np.maximum(parent, 0)], False)
+
+
+def _small_op_wait_ms(view: TraceView) -> float:
+    """A typical wait of the trace's small operators (ms): for each operator called at least five times in the
+    window whose own time is under 0.1 ms in three calls of four, its longest own time beyond its median;
+    the median of those that reach a millisecond, where at least three operators do (0 otherwise). A wait
+    for a core hits every kind of operator; one kind that is sometimes long (a copy that is small in most
+    calls and large in a few) is doing work, and the median keeps it from setting the figure."""
+    ops = _step_ops(view)
+    if not ops.any():
+        return 0.0
+    own = pd.Series(view.host["self_ns"].to_numpy()[ops] / NS_PER_MS)
+    by_name = own.groupby(view.host["name"].to_numpy()[ops], observed=True)
+    stats = pd.DataFrame({"median": by_name.median(), "p75": by_name.quantile(0.75), "max": by_name.max(),
+                          "calls": by_name.size()})
+    small = stats[(stats["calls"] >= _SMALL_OP_CALLS) & (stats["p75"] < _SMALL_OP_MS)]
+    excess = (small["max"] - small["median"]).to_numpy()
+    excess = excess[excess >= _WAITED_MS]
+    return float(np.median(excess)) if len(excess) >= _SMALL_OPS_WAITED else 0.0
 
 
 def _ranges_ms(view: TraceView, name: str) -> np.ndarray:
@@ -204,10 +245,7 @@ def _pool_waits(view: TraceView, wait_ms: float) -> dict[str, Any]:
     is the wait (on two ranks of examples/thread_oversubscription.py, 7% more than the measured gain
     in the median of 12 runs)."""
     host = view.host
-    ops = ((host["cat"] == "cpu_op") & (host["step"] >= 0)).to_numpy()
-    parent = host["parent"].to_numpy()
-    probe = view.host_names(lambda n: n == POOL_PROBE_RANGE, bool)
-    ops = ops & ~np.where(parent >= 0, probe[np.maximum(parent, 0)], False)  # the probe's own operator
+    ops = _step_ops(view)
     own_ms = host["self_ns"].to_numpy() / NS_PER_MS
     waited = ops & (own_ms >= _WAITED_MS)
     steps = max(view.step_count, 1)

@@ -12,9 +12,13 @@ collectives*. Per rank, over its analysed steps:
   enqueues, and the wait shows on the GPU (the GPU-side ``ranks.gpu.*``
   facts, not this module).
 - ``busy_ms``: step time minus collective time: the rank's own work.
-- ``wait_ms``: collective time beyond the least any rank spent there. The
-  rank that arrives last waits least, so its collective time is the cost
-  of the exchange itself, and the rest is waiting for a slower rank.
+- ``wait_ms``: collective time beyond the least any rank spent there, step
+  by step (steps matched by their ``ProfilerStep#N`` number). The rank that
+  arrives last waits least, so its collective time is the cost of the
+  exchange itself, and the rest is waiting for a slower rank. Matching
+  steps matters: the first profiled step often holds a long wait of the
+  straggler itself, for a rank whose profiler started later, which a
+  comparison of whole windows would count against the others' wait.
 
 The *straggler* is the rank with the most work per step (the others wait
 for it); the *slowest* rank is the one with the longest steps (in lock-step
@@ -53,7 +57,8 @@ PROVIDES = (
         "min_ms": "ms: shortest step", "max_ms": "ms: longest step",
         "busy_ms": "ms: step time outside collectives (the rank's own work)",
         "collective_ms": "ms: host time in collectives per step",
-        "wait_ms": "ms: collective time beyond the least any rank spent there (waiting for slower ranks)",
+        "wait_ms": "ms: collective time beyond the least any rank spent there in the same step (waiting for slower "
+                   "ranks)",
         **{f"{p}_ms": f"ms: time in {p} per step, outside collectives" for p in PHASES},
     }),
     FactSpec("ranks.step_time_ms", "ms", "mean step time over all ranks"),
@@ -109,6 +114,7 @@ def rank_figures(rank: int, view: TraceView) -> dict[str, Any]:
     """One rank's mean figures per analysed step (ms)."""
     coll = collective_intervals(view)
     sums = {key: 0.0 for key in ("step", "collective", *PHASES)}
+    by_step: dict[int, int] = {}
     durations = view.steps["dur"].to_numpy() / NS_PER_MS
     for step in view.steps.itertuples(index=False):
         lo, hi = int(step.start), int(step.end)
@@ -116,6 +122,7 @@ def rank_figures(rank: int, view: TraceView) -> dict[str, Any]:
         in_coll = _split_collectives(view, coll, lo, hi)
         sums["step"] += hi - lo
         sums["collective"] += in_coll["total"]
+        by_step[int(step.step)] = in_coll["total"]
         for phase in PHASES:
             sums[phase] += split[phase] - in_coll[phase]
     n = max(view.step_count, 1)
@@ -126,7 +133,22 @@ def rank_figures(rank: int, view: TraceView) -> dict[str, Any]:
         "max_ms": float(durations.max()) if len(durations) else 0.0,
         "busy_ms": mean["step"] - mean["collective"], "collective_ms": mean["collective"],
         **{f"{p}_ms": mean[p] for p in PHASES},
+        "collective_ns_by_step": by_step,
     }
+
+
+def _waits(rows: list[dict[str, Any]]) -> list[float]:
+    """Each rank's mean collective time per step beyond the least of any rank in the same step (ms).
+
+    Steps are matched by number; where the ranks share none (different windows, no ProfilerStep ranges),
+    whole windows are compared instead.
+    """
+    common = set.intersection(*(set(r["collective_ns_by_step"]) - {-1} for r in rows))
+    if not common:
+        least = min(r["collective_ms"] for r in rows)
+        return [r["collective_ms"] - least for r in rows]
+    least_ns = {k: min(r["collective_ns_by_step"][k] for r in rows) for k in common}
+    return [sum(r["collective_ns_by_step"][k] - least_ns[k] for k in common) / len(common) / NS_PER_MS for r in rows]
 
 
 def _share(part: float, whole: float) -> float:
@@ -138,9 +160,8 @@ def _share(part: float, whole: float) -> float:
 def ranks(rank_set: RankSet) -> dict[str, Any]:
     """Compare the ranks: step times, the straggler, and the time the others wait for it in collectives."""
     rows = [rank_figures(rank, view) for rank, view in rank_set]
-    least = min(r["collective_ms"] for r in rows)
-    for r in rows:
-        r["wait_ms"] = r["collective_ms"] - least
+    for r, wait_ms in zip(rows, _waits(rows)):
+        r["wait_ms"] = wait_ms
     step = [r["step_ms"] for r in rows]
     mean_step = sum(step) / len(step)
     slowest = max(rows, key=lambda r: r["step_ms"])

@@ -1,0 +1,75 @@
+"""HOST001's wait figure on a small trace worked out by hand: the trace's own small operators stand in for the
+collector's probe when the probe happened to run while the cores were free.
+
+Two 50 ms steps of two ranks with two threads each on two cores. Each step: eight ReLUs of 40 us, one of which
+waited 6 ms for a core; an in-place add of 10 us that once waited 4 ms; a copy that is small in most calls and
+large (20 ms) in one, which is its work, not a wait; and a matmul of 10 ms. (The 8 ReLUs and 4 adds are per step;
+a kind must have five calls in the window.) The probe after each step took 80 us.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from advisor.analyze.framework.host import host_threads
+from advisor.analyze.framework.view import TraceView
+from advisor.load.kineto import load_kineto
+from advisor.naming import POOL_PROBE_RANGE
+
+META = {"nproc_per_node": 2, "threads_at_capture": {"torch_num_threads": 2, "usable_cores": 2,
+                                                   "parallel_region_us": 60.0}}
+
+
+def _x(cat: str, name: str, ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1, "args": {}}
+
+
+def _trace(relu_wait_us: float, add_wait_us: float) -> dict:
+    events = []
+    for n in range(2):
+        t = 50000.0 * n
+        events.append(_x("user_annotation", f"ProfilerStep#{n + 1}", t, 50000))
+        at = t + 100
+        for i in range(8):
+            dur = 40 + (relu_wait_us if n == 1 and i == 3 else 0)
+            events.append(_x("cpu_op", "aten::relu", at, dur))
+            at += dur + 10
+        for i in range(4):
+            dur = 10 + (add_wait_us if n == 0 and i == 0 else 0)
+            events.append(_x("cpu_op", "aten::add_", at, dur))
+            at += dur + 10
+        for i in range(4):
+            dur = 20000 if n == 0 and i == 0 else 20
+            events.append(_x("cpu_op", "aten::copy_", at, dur))
+            at += dur + 10
+        events.append(_x("cpu_op", "aten::mm", at, 10000))
+        at += 10010
+        events.append(_x("user_annotation", POOL_PROBE_RANGE, at, 80))
+        events.append(_x("cpu_op", "aten::fill_", at + 5, 70))
+    return {"traceEvents": events}
+
+
+def _facts(tmp_path, trace: dict) -> dict:
+    path = tmp_path / "trace.pt.trace.json"
+    path.write_text(json.dumps(trace))
+    return host_threads(TraceView(load_kineto(path), META))
+
+
+def test_small_operators_that_waited_give_the_wait(tmp_path) -> None:
+    facts = _facts(tmp_path, _trace(relu_wait_us=6000, add_wait_us=4000))
+    assert facts["host.demand_excess"] == 2
+    # the median of the small operators' long calls (6, 4 and the copy's 20 ms), not the probe's 80 us
+    assert facts["host.parallel_region_ms"] == pytest.approx(6.0, abs=0.01)
+    # the operators with a millisecond of their own, each at most two waits (12 ms): two matmuls (10 ms), the copy
+    # (20 ms, capped), the ReLU (6.04 ms) and the add (4.01 ms), over two steps
+    assert facts["host.pool_waits_per_step"] == 2.5
+    assert facts["host.pool_wait_ms"] == pytest.approx((10 + 10 + 12 + 6.04 + 4.01) / 2, abs=0.01)
+
+
+def test_one_kind_of_long_operator_is_work_not_a_wait(tmp_path) -> None:
+    facts = _facts(tmp_path, _trace(relu_wait_us=0, add_wait_us=0))
+    assert facts["host.parallel_region_ms"] == pytest.approx(0.08)  # the probe's figure: no waits
+    # each long operator counts two probe waits at most: two matmuls and the copy
+    assert facts["host.pool_wait_ms"] == pytest.approx(3 * 0.16 / 2, abs=0.01)
