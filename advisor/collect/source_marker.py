@@ -67,8 +67,12 @@ class SourceMarker(TorchFunctionMode):
         self.roots = [str(r.resolve()) for r in roots]
         self.libraries = library_roots()
         self.enabled = False
-        self._display: dict[CodeType, str | None] = {}
-        self._dispatch: dict[CodeType, bool] = {}
+        # Keyed by id(code), each entry holding its code object (so the id is not reused while the entry
+        # lives): a code object's own hash is computed from its contents on every lookup, about 2 us, paid
+        # per frame walked on every torch call.
+        self._display: dict[int, tuple[CodeType, str | None]] = {}
+        self._dispatch: dict[int, tuple[CodeType, bool]] = {}
+        self._labels: dict[tuple[int, int, bool], str] = {}
         self._on_stack = False
 
     # the mode ------------------------------------------------------------------
@@ -82,9 +86,13 @@ class SourceMarker(TorchFunctionMode):
         for walked in range(1 if self.direct_only() else _MAX_WALK):
             if frame is None:
                 break
-            display = self._user_path(frame.f_code)
+            code = frame.f_code
+            display = self._user_path(code)
             if display is not None:
-                label = source_label(display, frame.f_lineno, frame.f_code.co_name, direct=walked == 0)
+                key = (id(code), frame.f_lineno, walked == 0)
+                label = self._labels.get(key)
+                if label is None:
+                    label = self._labels[key] = source_label(display, key[1], code.co_name, direct=key[2])
                 with fast_range(label):
                     return func(*args, **kwargs)
             frame = frame.f_back
@@ -105,11 +113,12 @@ class SourceMarker(TorchFunctionMode):
         return frame.f_back if dispatched and frame is not None else frame
 
     def _is_dispatch(self, code: CodeType) -> bool:
-        try:
-            return self._dispatch[code]
-        except KeyError:
-            found = self._dispatch[code] = os.path.abspath(code.co_filename) == _OVERRIDES
-            return found
+        hit = self._dispatch.get(id(code))
+        if hit is not None and hit[0] is code:
+            return hit[1]
+        found = os.path.abspath(code.co_filename) == _OVERRIDES
+        self._dispatch[id(code)] = (code, found)
+        return found
 
     def caller_label(self) -> str | None:
         """The source label of the nearest user frame above the caller, for hooks."""
@@ -124,10 +133,9 @@ class SourceMarker(TorchFunctionMode):
         return None
 
     def _user_path(self, code: CodeType) -> str | None:
-        try:
-            return self._display[code]
-        except KeyError:
-            pass
+        hit = self._display.get(id(code))
+        if hit is not None and hit[0] is code:
+            return hit[1]
         display = None
         filename = code.co_filename
         if filename and not filename.startswith("<"):
@@ -137,7 +145,7 @@ class SourceMarker(TorchFunctionMode):
                     if full == root or full.startswith(root + os.sep):
                         display = os.path.relpath(full, root)
                         break
-        self._display[code] = display
+        self._display[id(code)] = (code, display)
         return display
 
     # stack placement -------------------------------------------------------------
