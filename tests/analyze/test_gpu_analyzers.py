@@ -105,7 +105,10 @@ def test_ranks_straggler_and_collective_wait() -> None:
     assert f["ranks.gpu.straggler"] == 1 and f["comm.wait_rank"] == 0
     table = {r["rank"]: r for r in f["ranks.gpu.table"]}
     assert table[1]["compute_ms"] > table[0]["compute_ms"]
-    assert f["comm.wait_ms"] == pytest.approx(table[0]["comm_ms"] - table[1]["comm_ms"])
+    assert f["comm.wait_ms"] == pytest.approx(table[0]["wait_ms"])
+    # waits are matched step by step (rank 1 waits in one of the two steps too), so the waiting rank's wait is
+    # at least the difference of the whole windows: the sum of max(0, c0 - c1) over steps is >= that of c0 - c1
+    assert f["comm.wait_ms"] >= table[0]["comm_ms"] - table[1]["comm_ms"] and table[1]["wait_ms"] > 0
     assert f["ranks.gpu.compute_imbalance"] == pytest.approx(
         (table[1]["compute_ms"] - table[0]["compute_ms"]) / ((table[0]["compute_ms"] + table[1]["compute_ms"]) / 2))
 

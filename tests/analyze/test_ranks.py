@@ -76,7 +76,10 @@ def test_waits_are_matched_step_by_step() -> None:
     """Seen on two gloo ranks here: the straggler (rank 0) waited 164 ms in its first profiled step for rank 1,
     whose profiler started later, and rank 1 waited ~40 ms for it in each step after. Comparing whole windows
     made rank 1 the rank that 'never waits'; step by step, its wait shows."""
-    from advisor.analyze.ranks.host import _waits
+    from advisor.analyze.ranks.waits import matched_waits
+
+    def _waits(rows: list[dict]) -> list[float]:
+        return matched_waits([r["collective_ns_by_step"] for r in rows], [r["collective_ms"] for r in rows])
 
     ms = 1_000_000
     rows = [{"collective_ms": (166 + 2 + 3) / 3, "collective_ns_by_step": {2: 166 * ms, 3: 2 * ms, 4: 3 * ms}},

@@ -6,7 +6,8 @@ collective for the slowest one, so:
 
 - the *straggler* is the rank with the most compute time per step;
 - a rank's *collective wait* is its communication time beyond the smallest
-  communication time of any rank: the same collectives take longer on
+  communication time of any rank in the same step
+  (:mod:`advisor.analyze.ranks.waits`): the same collectives take longer on
   ranks that arrive early, because their kernels start and then wait;
 - *imbalance* is (most - least compute per step) / mean compute per step.
 
@@ -26,6 +27,7 @@ from advisor.analyze.framework.per_step import NS_PER_MS
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.ranks.comm import comm_overlap
 from advisor.analyze.ranks.rankset import RankSet
+from advisor.analyze.ranks.waits import matched_waits
 from advisor.analyze.registry import analyzer
 
 __all__ = ["rank_row"]
@@ -36,7 +38,7 @@ PROVIDES = (
         "rank": "count: rank", "window_ms": "ms: window per step", "busy_fraction": "fraction: of its window",
         "compute_ms": "ms: compute per step", "comm_ms": "ms: communication per step",
         "exposed_comm_ms": "ms: communication per step not overlapped by compute", "idle_ms": "ms: idle per step",
-        "wait_ms": "ms: communication per step beyond the least of any rank (waiting for others)",
+        "wait_ms": "ms: communication per step beyond the least of any rank in the same step (waiting for others)",
     }),
     FactSpec("ranks.gpu.compute_imbalance", "ratio", "(most - least compute per step) / mean compute per step"),
     FactSpec("ranks.gpu.straggler", "count", "the rank with the most compute per step"),
@@ -60,7 +62,9 @@ def rank_row(view: TraceView) -> dict[str, Any] | None:
     b = busy_breakdown(ops, links.lo, links.hi)
     comm, overlapped = comm_overlap(ops, links.lo, links.hi)
     per = links.steps * NS_PER_MS
-    return {"rank": view.trace.rank, "window_ms": b["window"] / per, "busy_fraction": b["busy"] / b["window"],
+    by_step = {int(s.step): comm_overlap(ops, int(s.start), int(s.end))[0]
+               for s in view.steps.itertuples(index=False)} if view.profiler_steps_present else {}
+    return {"comm_ns_by_step": by_step,"rank": view.trace.rank, "window_ms": b["window"] / per, "busy_fraction": b["busy"] / b["window"],
             "compute_ms": b["compute"] / per, "comm_ms": comm / per, "exposed_comm_ms": (comm - overlapped) / per,
             "idle_ms": b["idle"] / per}
 
@@ -71,9 +75,9 @@ def gpu_ranks(rank_set: RankSet) -> dict[str, Any]:
     rows = [r for r in (rank_row(v) for v in rank_set.views) if r is not None]
     if len(rows) < 2:
         return {"ranks.gpu.count": len(rows)}
-    least_comm = min(r["comm_ms"] for r in rows)
-    for r in rows:
-        r["wait_ms"] = r["comm_ms"] - least_comm
+    waits = matched_waits([r.pop("comm_ns_by_step") for r in rows], [r["comm_ms"] for r in rows])
+    for r, wait_ms in zip(rows, waits):
+        r["wait_ms"] = wait_ms
     compute = [r["compute_ms"] for r in rows]
     mean = sum(compute) / len(compute)
     straggler = max(rows, key=lambda r: r["compute_ms"])

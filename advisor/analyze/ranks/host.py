@@ -12,13 +12,10 @@ collectives*. Per rank, over its analysed steps:
   enqueues, and the wait shows on the GPU (the GPU-side ``ranks.gpu.*``
   facts, not this module).
 - ``busy_ms``: step time minus collective time: the rank's own work.
-- ``wait_ms``: collective time beyond the least any rank spent there, step
-  by step (steps matched by their ``ProfilerStep#N`` number). The rank that
+- ``wait_ms``: collective time beyond the least any rank spent there in
+  the same step (:mod:`advisor.analyze.ranks.waits`). The rank that
   arrives last waits least, so its collective time is the cost of the
-  exchange itself, and the rest is waiting for a slower rank. Matching
-  steps matters: the first profiled step often holds a long wait of the
-  straggler itself, for a rank whose profiler started later, which a
-  comparison of whole windows would count against the others' wait.
+  exchange itself, and the rest is waiting for a slower rank.
 
 The *straggler* is the rank with the most work per step (the others wait
 for it); the *slowest* rank is the one with the longest steps (in lock-step
@@ -41,6 +38,7 @@ from advisor.analyze.framework.per_step import NS_PER_MS
 from advisor.analyze.framework.phases import split_step
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.ranks.rankset import RankSet
+from advisor.analyze.ranks.waits import matched_waits
 from advisor.analyze.registry import analyzer
 from advisor.naming import PHASE_ORDER, STEP_PARTS as PHASES
 
@@ -137,19 +135,6 @@ def rank_figures(rank: int, view: TraceView) -> dict[str, Any]:
     }
 
 
-def _waits(rows: list[dict[str, Any]]) -> list[float]:
-    """Each rank's mean collective time per step beyond the least of any rank in the same step (ms).
-
-    Steps are matched by number; where the ranks share none (different windows, no ProfilerStep ranges),
-    whole windows are compared instead.
-    """
-    common = set.intersection(*(set(r["collective_ns_by_step"]) - {-1} for r in rows))
-    if not common:
-        least = min(r["collective_ms"] for r in rows)
-        return [r["collective_ms"] - least for r in rows]
-    least_ns = {k: min(r["collective_ns_by_step"][k] for r in rows) for k in common}
-    return [sum(r["collective_ns_by_step"][k] - least_ns[k] for k in common) / len(common) / NS_PER_MS for r in rows]
-
 
 def _share(part: float, whole: float) -> float:
     """``part / whole`` within [0, 1]; 0 when there is no extra work to share."""
@@ -160,7 +145,8 @@ def _share(part: float, whole: float) -> float:
 def ranks(rank_set: RankSet) -> dict[str, Any]:
     """Compare the ranks: step times, the straggler, and the time the others wait for it in collectives."""
     rows = [rank_figures(rank, view) for rank, view in rank_set]
-    for r, wait_ms in zip(rows, _waits(rows)):
+    waits = matched_waits([r["collective_ns_by_step"] for r in rows], [r["collective_ms"] for r in rows])
+    for r, wait_ms in zip(rows, waits):
         r["wait_ms"] = wait_ms
     step = [r["step_ms"] for r in rows]
     mean_step = sum(step) / len(step)
