@@ -66,7 +66,7 @@ def _profile(nsys: str, out: Path, config: Path) -> bool:
         proc = subprocess.Popen(cmd, cwd=out.parent, env=child_env(), start_new_session=True,
                                 stdout=log, stderr=subprocess.STDOUT)
         try:
-            return proc.wait(timeout=150) == 0
+            return proc.wait(timeout=90) == 0  # a run takes about 30 s here; a hung one never ends
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
