@@ -175,9 +175,10 @@ def _fit(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int, widt
              else _KINDS[c[2]][0](_row_value(r, c[1]))) for c in columns] for r in rows]
     headers = [md_cell(c[0]) for c in columns]
     limits: list[int | None] = [None] * len(columns)
+    # Column by column: a round shortens one column, and only that column is rendered again.
+    cols = [[_cell(line[i], kinds[i], None) for line in raw] for i in range(len(columns))]
     while True:
-        cells = [[_cell(v, k, lim) for v, k, lim in zip(line, kinds, limits)] for line in raw]
-        data = [max([len(line[i]) for line in cells] + [0]) for i in range(len(columns))]
+        data = [max([len(c) for c in col] + [0]) for col in cols]
         widths = [max(d, len(h), 3) for d, h in zip(data, headers)]
         if sum(widths) + 3 * len(widths) + 1 <= width:
             break
@@ -187,7 +188,13 @@ def _fit(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int, widt
             break
         widest = max(shrinkable, key=lambda i: data[i])
         current = limits[widest] if limits[widest] is not None else max(len(line[widest]) for line in raw)
-        limits[widest] = max(current - 1, 1)
+        # Half of what the table is over (and of the way down to the next widest column) never cuts more
+        # than steps of one character would: a cut character takes at most two with its escape.
+        over = sum(widths) + 3 * len(widths) + 1 - width
+        level = max([data[i] for i in shrinkable if i != widest] + [MIN_COLUMN, len(headers[widest])])
+        limits[widest] = max(current - max(1, min(over, data[widest] - level) // 2), 1)
+        cols[widest] = [_cell(line[widest], kinds[widest], limits[widest]) for line in raw]
+    cells = [list(row) for row in zip(*cols)] if cols else [[] for _ in raw]
     right = [_KINDS[k][2] for k in kinds]
 
     def line(values: Sequence[str]) -> str:
