@@ -11,6 +11,12 @@ process's peak RSS is its own (the parent reads it with ``os.wait4``).
   HTA's interpreter.
 - ``orjson``: the bare parse the loader is held against: ``orjson.loads`` of
   the trace's bytes, decompressed beforehand (not timed).
+- ``advisor-cli``: ``advisor analyze TRACE --out DIR -q`` as a user runs it,
+  reports included: the console script's own entry point, in this fresh
+  process (the parent's wall time is the whole process).
+- ``floor``: the least a Python tool reading the trace can take, as a whole
+  process: ``import gzip, pandas, orjson`` and ``orjson.loads`` of the
+  decompressed file.
 
 Times are wall seconds inside the process, from after the imports;
 ``import_s`` is the imports.
@@ -78,9 +84,36 @@ def run_orjson(trace: Path) -> dict[str, float]:
     return {"work_s": time.perf_counter() - t0, "json_bytes": len(raw)}
 
 
+def run_advisor_cli(trace: Path) -> dict[str, float]:
+    import tempfile
+
+    started = time.perf_counter()
+    from advisor.cli.app import run
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as folder:
+        code = run(["analyze", str(trace), "--out", str(Path(folder) / "run"), "-q"])
+    if code:
+        raise SystemExit(f"advisor analyze {trace} ended with exit code {code}")
+    return {"import_s": t0 - started, "work_s": time.perf_counter() - t0}
+
+
+def run_floor(trace: Path) -> dict[str, float]:
+    import gzip
+
+    import orjson
+    import pandas  # noqa: F401 - a tool that tabulates the events imports it
+
+    t0 = time.perf_counter()
+    with gzip.open(trace) if trace.suffix == ".gz" else open(trace, "rb") as handle:
+        orjson.loads(handle.read())
+    return {"work_s": time.perf_counter() - t0}
+
+
 def main() -> int:
     tool, trace = sys.argv[1], Path(sys.argv[2])
-    result = {"advisor": run_advisor, "hta": run_hta, "orjson": run_orjson}[tool](trace)
+    result = {"advisor": run_advisor, "hta": run_hta, "orjson": run_orjson, "advisor-cli": run_advisor_cli,
+              "floor": run_floor}[tool](trace)
     sys.stdout.write("BENCH " + json.dumps(result) + "\n")
     return 0
 

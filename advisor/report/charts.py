@@ -1,13 +1,8 @@
-"""Charts for the reports, drawn with matplotlib as SVG text.
+"""Charts for the reports, as SVG text (drawn by :mod:`advisor.report.svg`).
 
 Each chart is a pure function of the findings (facts by name) that returns a
 :class:`Chart`: the SVG when its data exists, else the reason it could not be
-drawn. Figures are made with :class:`matplotlib.figure.Figure` directly, not
-pyplot, so no GUI backend is chosen and nothing needs a display. Text is
-drawn as paths (``svg.fonttype: path``), so a kernel name from a trace ends
-up as glyph outlines, never as markup, and the picture looks the same in
-every browser. ``text.parse_math`` is off, so a ``$`` in a name is just a
-character.
+drawn. Every name from a trace is XML-escaped text, never markup.
 
 Charts read these facts, and are skipped with the reason when they are absent:
 
@@ -24,17 +19,14 @@ Charts read these facts, and are skipped with the reason when they are absent:
 
 from __future__ import annotations
 
-import io
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import matplotlib
-from matplotlib.figure import Figure
-
+from advisor.report.svg import Bar, Row, bar_chart, stacked
 from advisor.units import fmt_ms
 
-__all__ = ["PHASE_COLORS", "Chart", "compare_chart", "draw", "label", "report_charts"]
+__all__ = ["PHASE_COLORS", "Chart", "compare_chart", "label", "report_charts"]
 
 PHASE_COLORS = {
     "dataloader": "#e8871e", "forward": "#4c78a8", "backward": "#8e6bbf", "optimizer": "#54a24b",
@@ -42,11 +34,6 @@ PHASE_COLORS = {
 }
 _EXTRA_COLORS = ["#72b7b2", "#f2cf5b", "#9d755d", "#ff9da6", "#79706e"]
 BUSY, IDLE, BAR, HIGHLIGHT = "#4c78a8", "#f4a582", "#4c78a8", "#d6616b"
-WIDTH_IN = 8.0
-_RC = {
-    "svg.fonttype": "path", "svg.hashsalt": "advisor", "text.parse_math": False, "font.size": 9,
-    "axes.spines.top": False, "axes.spines.right": False, "axes.titlesize": 10, "axes.titleweight": "bold",
-}
 
 
 @dataclass
@@ -66,16 +53,6 @@ def label(text: Any, width: int = 48) -> str:
     if name.startswith("void "):
         name = name[5:]
     return name if len(name) <= width else name[: width - 1] + "…"
-
-
-def draw(paint: Callable[[Figure], None], height_in: float, width_in: float = WIDTH_IN) -> str:
-    """Run ``paint`` on a fresh figure and return the SVG text (deterministic, no date)."""
-    with matplotlib.rc_context(_RC):
-        fig = Figure(figsize=(width_in, max(height_in, 1.6)), layout="constrained")
-        paint(fig)
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return buf.getvalue()
 
 
 def _phase_color(name: str, index: int) -> str:
@@ -125,22 +102,9 @@ def phase_chart(facts: Mapping[str, Any]) -> Chart:
         chart.missing = "no step-time split in the findings (phases.table)"
         return chart
 
-    def paint(fig: Figure) -> None:
-        ax = fig.add_subplot()
-        ys = list(range(len(labels)))[::-1]
-        left = [0.0] * len(labels)
-        for i, phase in enumerate(phases):
-            widths = [row[i] for row in values]
-            ax.barh(ys, widths, left=left, color=_phase_color(phase, i), label=phase, height=0.6)
-            left = [a + b for a, b in zip(left, widths)]
-        for y, total in zip(ys, left):
-            ax.text(total, y, " " + fmt_ms(total), va="center", fontsize=8)
-        ax.set_yticks(ys, labels)
-        ax.set_xlabel("ms per step")
-        ax.set_xlim(0, max(left) * 1.15 or 1)
-        ax.legend(ncols=min(len(phases), 6), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
-
-    chart.svg = draw(paint, 0.9 + 0.3 * len(labels))
+    colors = [_phase_color(p, i) for i, p in enumerate(phases)]
+    rows = [Row(name, [stacked(row, colors, phases, fmt_ms(sum(row)))]) for name, row in zip(labels, values)]
+    chart.svg = bar_chart(rows, "ms per step", legend=list(zip(phases, colors)), title=chart.title)
     return chart
 
 
@@ -184,56 +148,30 @@ def gpu_chart(facts: Mapping[str, Any]) -> Chart:
     if not steps and not lanes and busy_share is not None and step_ms:
         steps = [("mean step", busy_share * step_ms, (1 - busy_share) * step_ms)]
     if lanes:
-        chart.svg = draw(lambda fig: _paint_lanes(fig, lanes), 0.9 + 0.35 * len(lanes))
+        chart.svg = _lanes_svg(lanes, chart.title)
     elif steps:
-        chart.svg = draw(lambda fig: _paint_busy_idle(fig, steps), 0.9 + 0.3 * len(steps))
+        chart.svg = _busy_idle_svg(steps, chart.title)
     else:
         chart.missing = "the findings have no GPU busy/idle facts: gpu.busy_fraction, gpu.timeline"
     return chart
 
 
-def _paint_busy_idle(fig: Figure, steps: list[tuple[str, float, float]]) -> None:
-    ax = fig.add_subplot()
-    ys = list(range(len(steps)))[::-1]
-    busy, idle = [s[1] for s in steps], [s[2] for s in steps]
-    ax.barh(ys, busy, color=BUSY, label="busy", height=0.6)
-    ax.barh(ys, idle, left=busy, color=IDLE, label="idle", height=0.6)
-    for y, b, i in zip(ys, busy, idle):
-        share = i / (b + i) if b + i else 0.0
-        ax.text(b + i, y, f" {share:.0%} idle", va="center", fontsize=8)
-    ax.set_yticks(ys, [s[0] for s in steps])
-    ax.set_xlabel("ms per step")
-    ax.set_xlim(0, max(b + i for b, i in zip(busy, idle)) * 1.18 or 1)
-    ax.legend(ncols=2, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+def _busy_idle_svg(steps: list[tuple[str, float, float]], title: str) -> str:
+    rows = []
+    for name, busy, idle in steps:
+        share = idle / (busy + idle) if busy + idle else 0.0
+        rows.append(Row(name, [stacked([busy, idle], [BUSY, IDLE], ["busy", "idle"], f"{share:.0%} idle")]))
+    return bar_chart(rows, "ms per step", legend=[("busy", BUSY), ("idle", IDLE)], title=title, headroom=1.18)
 
 
-def _paint_lanes(fig: Figure, lanes: dict[str, list[tuple[float, float, bool]]]) -> None:
-    ax = fig.add_subplot()
-    names = sorted(lanes)
-    for y, name in enumerate(reversed(names)):
-        spans = lanes[name]
-        ax.broken_barh([(s, w) for s, w, b in spans if b], (y - 0.3, 0.6), color=BUSY)
-        ax.broken_barh([(s, w) for s, w, b in spans if not b], (y - 0.3, 0.6), color=IDLE)
-    ax.set_yticks(range(len(names)), list(reversed(names)))
-    ax.set_xlabel("ms from the start of the first analysed step (blue: busy, orange or blank: idle)")
+def _lanes_svg(lanes: dict[str, list[tuple[float, float, bool]]], title: str) -> str:
+    rows = [Row(name, [Bar([(s, w, BUSY if busy else IDLE, f"{fmt_ms(s)} + {fmt_ms(w)}")
+                            for s, w, busy in lanes[name]])]) for name in sorted(lanes)]
+    return bar_chart(rows, "ms from the start of the first analysed step (blue: busy, orange or blank: idle)",
+                     title=title, headroom=1.0)
 
 
 # top kernels and operators ----------------------------------------------------------------
-
-def _bars(rows: list[tuple[str, float]], xlabel: str, highlight: str | None = None) -> Callable[[Figure], None]:
-    def paint(fig: Figure) -> None:
-        ax = fig.add_subplot()
-        ys = list(range(len(rows)))[::-1]
-        colors = [HIGHLIGHT if highlight is not None and name == highlight else BAR for name, _ in rows]
-        ax.barh(ys, [v for _, v in rows], color=colors, height=0.6)
-        for y, (_, v) in zip(ys, rows):
-            ax.text(v, y, " " + fmt_ms(v), va="center", fontsize=8)
-        ax.set_yticks(ys, [name for name, _ in rows])
-        ax.set_xlabel(xlabel)
-        ax.set_xlim(0, max(v for _, v in rows) * 1.2 or 1)
-
-    return paint
-
 
 def top_chart(facts: Mapping[str, Any], fact: str, value_col: str, chart_id: str, title: str,
               limit: int = 10) -> Chart:
@@ -243,7 +181,8 @@ def top_chart(facts: Mapping[str, Any], fact: str, value_col: str, chart_id: str
     if not rows:
         chart.missing = f"the findings have no {fact} table"
         return chart
-    chart.svg = draw(_bars(rows, "ms per step"), 0.7 + 0.28 * len(rows))  # type: ignore[arg-type]
+    bars = [Row(name, [Bar([(0.0, value, BAR, name)], fmt_ms(value))]) for name, value in rows]  # type: ignore[arg-type]
+    chart.svg = bar_chart(bars, "ms per step", title=title, headroom=1.2)
     return chart
 
 
@@ -285,17 +224,10 @@ def rank_chart(facts: Mapping[str, Any]) -> Chart:
         return chart
     slow = straggler(facts)
 
-    def paint(fig: Figure) -> None:
-        ax = fig.add_subplot()
-        xs = [r[0] for r in ranks]
-        means = [r[1] for r in ranks]
-        err = [[m - r[2] for m, r in zip(means, ranks)], [r[3] - m for m, r in zip(means, ranks)]]
-        colors = [HIGHLIGHT if x == slow else BAR for x in xs]
-        ax.bar([str(x) for x in xs], means, color=colors, yerr=err, capsize=3, ecolor="#555555")
-        ax.set_xlabel("rank" + (f" (red: the straggler, rank {slow})" if slow is not None else ""))
-        ax.set_ylabel("ms per step")
-
-    chart.svg = draw(paint, 2.8)
+    rows = [Row(f"rank {rank}", [Bar([(0.0, mean, HIGHLIGHT if rank == slow else BAR, f"rank {rank}")], fmt_ms(mean),
+                                     whisker=(lo, hi))]) for rank, mean, lo, hi in ranks]
+    xlabel = "ms per step, mean and min-max range" + (f" (red: the straggler, rank {slow})" if slow is not None else "")
+    chart.svg = bar_chart(rows, xlabel, title=chart.title)
     return chart
 
 
@@ -308,20 +240,10 @@ def compare_chart(phases: Sequence[Mapping[str, Any]], names: tuple[str, str] = 
         chart.missing = "neither run has a step-time split"
         return chart
 
-    def paint(fig: Figure) -> None:
-        ax = fig.add_subplot()
-        ys = list(range(len(rows)))[::-1]
-        ax.barh([y + 0.2 for y in ys], [r[1] for r in rows], height=0.4, color="#b0b0b0", label=names[0])
-        ax.barh([y - 0.2 for y in ys], [r[2] for r in rows], height=0.4, color=BAR, label=names[1])
-        for y, (_, a, b) in zip(ys, rows):
-            ax.text(a, y + 0.2, " " + fmt_ms(a), va="center", fontsize=7)
-            ax.text(b, y - 0.2, " " + fmt_ms(b), va="center", fontsize=7)
-        ax.set_yticks(ys, [r[0] for r in rows])
-        ax.set_xlabel("ms per step")
-        ax.set_xlim(0, max(max(r[1], r[2]) for r in rows) * 1.2 or 1)
-        ax.legend(ncols=2, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
-
-    chart.svg = draw(paint, 0.9 + 0.45 * len(rows))
+    pairs = [Row(phase, [Bar([(0.0, a, "#b0b0b0", names[0])], fmt_ms(a)), Bar([(0.0, b, BAR, names[1])], fmt_ms(b))])
+             for phase, a, b in rows]
+    chart.svg = bar_chart(pairs, "ms per step", legend=[(names[0], "#b0b0b0"), (names[1], BAR)], title=chart.title,
+                          row_height=36, headroom=1.2)
     return chart
 
 

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import networkx as nx
-from matplotlib.figure import Figure
 
-from advisor.report.charts import Chart, draw, label
+from advisor.report import svg
+from advisor.report.charts import Chart, label
 
 __all__ = ["STATUS_TEXT", "build_trail"]
 
@@ -111,31 +111,68 @@ def graph_chart(nodes: list[str], edges: list[dict[str, Any]], status: Mapping[s
         chart.missing = "no stages were recorded"
         return chart
     pos = _layout(nodes, edges)
-    rows = max(sum(1 for p in pos.values() if p[0] == x) for x in {p[0] for p in pos.values()})
-
-    def paint(fig: Figure) -> None:
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        for e in edges:
-            (x0, y0), (x1, y1) = pos[e["from"]], pos[e["to"]]
-            ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops={
-                "arrowstyle": "-|>", "lw": 2.2 if e["taken"] else 1.0, "color": "#2b8a3e" if e["taken"] else "#999999",
-                "linestyle": "solid" if e["taken"] else "dashed", "shrinkA": 38, "shrinkB": 38})
-            if e["guard"]:
-                ax.text((x0 + x1) / 2, (y0 + y1) / 2 + 0.12, label(e["guard"], 34), ha="center", fontsize=7,
-                        color="#444444")
-        for node, (x, y) in pos.items():
-            state = status.get(node, "")
-            text = label(node, 18) + (f"\n{STATUS_TEXT.get(state, state)}" if state else "")
-            ax.text(x, y, text, ha="center", va="center", fontsize=9, bbox={
-                "boxstyle": "round,pad=0.5", "fc": _FILL.get(state, "#ffffff"), "ec": "#555555"})
-        xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
-        ax.set_xlim(min(xs) - 1.4, max(xs) + 1.4)
-        ax.set_ylim(min(ys) - 0.7, max(ys) + 0.7)
-
-    layers = len({p[0] for p in pos.values()})
-    chart.svg = draw(paint, 0.8 + 0.9 * rows, width_in=min(2.6 * layers + 0.8, 8.0))
+    chart.svg = _graph_svg(pos, edges, status, chart.title)
     return chart
+
+
+#: layout units (3 between layers, 1 between the stages of a layer) to pixels; a stage's box; room above for arcs
+_PX_X, _PX_Y, _BOX_W, _BOX_H, _ARC = 100.0, 78.0, 136.0, 44.0, 46.0
+#: characters of a guard that fit between two layers' boxes at the 9 px font
+_GUARD_CHARS = int((3 * _PX_X - _BOX_W - 8) / 5.4)
+
+
+def _graph_svg(pos: Mapping[str, tuple[float, float]], edges: list[dict[str, Any]], status: Mapping[str, str],
+               title: str) -> str:
+    xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
+    width = (max(xs) - min(xs)) * _PX_X + _BOX_W + 40
+    height = (max(ys) - min(ys)) * _PX_Y + _BOX_H + 40 + _ARC
+
+    def at(node: str) -> tuple[float, float]:
+        x, y = pos[node]
+        return 20 + _BOX_W / 2 + (x - min(xs)) * _PX_X, 20 + _ARC + _BOX_H / 2 + (max(ys) - y) * _PX_Y
+
+    body = [_edge_svg(at(e["from"]), at(e["to"]), e) for e in edges]
+    for node in pos:
+        x, y = at(node)
+        state = status.get(node, "")
+        body.append(svg.rect(x - _BOX_W / 2, y - _BOX_H / 2, _BOX_W, _BOX_H, _FILL.get(state, "#ffffff"),
+                             extra=' rx="8" stroke="#555555"'))
+        body.append(svg.text(x, y - (7 if state else 0), label(node, 18), size=12, anchor="middle"))
+        if state:
+            body.append(svg.text(x, y + 9, STATUS_TEXT.get(state, state), size=10, anchor="middle", fill="#444444"))
+    defs = "".join(f'<marker id="{name}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+                   f'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="{color}"/></marker>'
+                   for name, color in (("arrow", "#999999"), ("arrow-taken", "#2b8a3e")))
+    return svg.document(width, height, body, title, defs)
+
+
+def _edge_svg(start: tuple[float, float], end: tuple[float, float], edge: Mapping[str, Any]) -> str:
+    """An arrow from box to box, with its guard above it: straight to the next layer, an arc over the boxes
+    between when it skips one."""
+    (x0, y0), (x1, y1) = start, end
+    taken = edge["taken"]
+    style = (f'stroke="{"#2b8a3e" if taken else "#999999"}" stroke-width="{2.2 if taken else 1.0}" fill="none" '
+             + ('marker-end="url(#arrow-taken)"' if taken else 'stroke-dasharray="5 4" marker-end="url(#arrow)"'))
+    skips = abs(x1 - x0) > 3 * _PX_X + 1
+    if skips:
+        sx, sy, ex, ey = x0 + _BOX_W / 4, y0 - _BOX_H / 2, x1 - _BOX_W / 4, y1 - _BOX_H / 2 - 2
+        peak = min(sy, ey) - _ARC + 16
+        # a quadratic's highest point is a quarter of each end and half of its control point
+        control = 2 * peak - (sy + ey) / 2
+        path = f'<path d="M {sx:.1f} {sy:.1f} Q {(sx + ex) / 2:.1f} {control:.1f} {ex:.1f} {ey:.1f}" {style}>'
+        label_at = ((sx + ex) / 2, peak - 8)
+    else:
+        length = max(((x1 - x0) ** 2 + (y1 - y0) ** 2) ** 0.5, 1.0)
+        ux, uy = (x1 - x0) / length, (y1 - y0) / length
+        # from the edge of one box to the edge of the other, along the line between their centres
+        cut = min(_BOX_W / 2 / max(abs(ux), 1e-9), _BOX_H / 2 / max(abs(uy), 1e-9)) + 4
+        path = (f'<path d="M {x0 + ux * cut:.1f} {y0 + uy * cut:.1f} L {x1 - ux * cut:.1f} {y1 - uy * cut:.1f}" '
+                f'{style}>')
+        label_at = ((x0 + x1) / 2, (y0 + y1) / 2 - 10)
+    path += (f"<title>{svg.esc(edge['guard'])}</title>" if edge["guard"] else "") + "</path>"
+    guard = svg.text(*label_at, label(edge["guard"], _GUARD_CHARS), size=9, anchor="middle", fill="#444444") \
+        if edge["guard"] else ""
+    return path + guard
 
 
 def build_trail(meta: Mapping[str, Any], diagnoses: Sequence[Mapping[str, Any]],

@@ -6,7 +6,7 @@ traceback, never a hang, never a file written outside the run directory.
 
 The command line is the real one (:func:`advisor.cli.app.run`, what the console script calls), run in this
 process so that hundreds of cases take a minute, with the summary card printed. Writing report.md and
-report.html (jinja2 and matplotlib, about a second) is left out of most cases: ``report=True`` does it too.
+report.html (jinja2 and the charts, a fraction of a second) is left out of most cases: ``report=True`` does it too.
 """
 
 from __future__ import annotations
