@@ -105,9 +105,12 @@ def _owners(view: TraceView, valid: np.ndarray, op_row: np.ndarray) -> np.ndarra
     return np.where(op_row >= 0, owner, -1)
 
 
-def efficiency_table(view: TraceView, spec: GpuSpec | None) -> pd.DataFrame:
-    """One row per (operator, shape, dtype, scalar arguments), in :data:`COLUMNS`, heaviest first."""
-    kernels = view.gpu.kernels
+def efficiency_table(view: TraceView, spec: GpuSpec | None, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (operator, shape, dtype, scalar arguments), in :data:`COLUMNS`, heaviest first.
+
+    ``kernels``: rows of ``view.gpu.ops`` to count (default: the kernels in the GPU window).
+    """
+    kernels = view.gpu.kernels if kernels is None else kernels[(kernels["cat"] == "kernel").to_numpy()]
     kernels = kernels[(kernels["kind"] == "compute").to_numpy()]
     if kernels.empty:
         return pd.DataFrame({c: [] for c in COLUMNS})

@@ -89,9 +89,10 @@ def device_spec(view: TraceView) -> tuple[GpuSpec | None, str]:
     return spec_for(chosen, specs)
 
 
-def efficiency_frame(view: TraceView, spec: GpuSpec | None) -> pd.DataFrame:
-    """:func:`efficiency_table` with the derived columns of :data:`ROW_COLUMNS` (all rows)."""
-    t = efficiency_table(view, spec)
+def efficiency_frame(view: TraceView, spec: GpuSpec | None, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`efficiency_table` (of ``kernels``, default those in the window) with the derived columns of
+    :data:`ROW_COLUMNS`, all rows."""
+    t = efficiency_table(view, spec, kernels)
     ns = t["kernel_ns"].to_numpy().astype("float64")
     calls = t["calls"].to_numpy().astype("float64")
     total = ns.sum()
