@@ -18,156 +18,38 @@ roofline bound needs. Composite ops (``aten::linear``, ``aten::matmul``,
 ``aten::conv2d``, ``aten::layer_norm``, ``aten::scaled_dot_product_attention``)
 are not modelled themselves: they launch no kernel of their own, and the mm,
 addmm, bmm, convolution, native norm and fused attention ops inside them are.
-Normalisation, elementwise and reduction ops are in :mod:`.op_model_pointwise`.
+Normalisation, elementwise and reduction ops are in :mod:`.op_model_pointwise`; the call and cost types
+in :mod:`.op_call`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
-from typing import Any
 
-import orjson
+from advisor.analyze.framework import op_model_pointwise  # noqa: F401  (its models register themselves)
+from advisor.analyze.framework.op_call import MODELS, OpCall, OpCost, register
 
-__all__ = ["CATEGORIES", "OpCall", "OpCost", "bytes_per_element", "dtype_name", "model", "modelled_names"]
+__all__ = ["CATEGORIES", "OpCall", "OpCost", "model", "modelled_names"]
 
 #: the categories of ``ops.efficiency``, in the order reports list them
 CATEGORIES = ("GEMM", "CONV_fwd", "CONV_bwd", "SDPA_fwd", "SDPA_bwd", "NORM_fwd", "NORM_bwd", "elementwise",
               "reduce", "triton", "unmodelled")
 
-#: trace dtype name -> (short name, bytes per element)
-_DTYPES: dict[str, tuple[str, int]] = {
-    "double": ("fp64", 8), "float": ("fp32", 4), "c10::half": ("fp16", 2), "c10::bfloat16": ("bf16", 2),
-    "c10::float8_e4m3fn": ("fp8", 1), "c10::float8_e4m3fnuz": ("fp8", 1), "c10::float8_e5m2": ("fp8", 1),
-    "c10::float8_e5m2fnuz": ("fp8", 1), "signed char": ("int8", 1), "unsigned char": ("uint8", 1),
-    "long int": ("int64", 8), "int": ("int32", 4), "short int": ("int16", 2), "bool": ("bool", 1),
-    "c10::complex<float>": ("complex64", 8), "c10::complex<double>": ("complex128", 16),
-}
-
-
-def dtype_name(trace_type: str) -> str:
-    """``c10::BFloat16`` -> ``bf16``; an unknown name as it is."""
-    hit = _DTYPES.get(trace_type.lower())
-    return hit[0] if hit else trace_type
-
-
-def bytes_per_element(trace_type: str) -> int | None:
-    hit = _DTYPES.get(trace_type.lower())
-    return hit[1] if hit else None
-
-
-@dataclass(frozen=True)
-class OpCall:
-    """One distinct call: an operator name and its parsed ``Input Dims``, ``Input type``, ``Concrete Inputs``."""
-
-    name: str
-    dims: list[Any]
-    types: list[str]
-    concrete: list[str]
-
-    @classmethod
-    def parse(cls, name: str, dims: str, types: str, concrete: str) -> OpCall | None:
-        """From the trace's JSON texts; ``None`` when the call has no shapes."""
-        if not dims:
-            return None
-        try:
-            d, t = orjson.loads(dims), orjson.loads(types) if types else []
-            c = orjson.loads(concrete) if concrete else []
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(d, list):
-            return None
-        return cls(name, d, [str(x) for x in t] if isinstance(t, list) else [],
-                   [str(x) for x in c] if isinstance(c, list) else [])
-
-    def shape(self, i: int) -> tuple[int, ...] | None:
-        """The shape of argument ``i``; ``None`` when it is absent, a scalar, or not one tensor's shape."""
-        if i >= len(self.dims):
-            return None
-        d = self.dims[i]
-        if not isinstance(d, list) or not d or not all(isinstance(x, int) for x in d):
-            return None
-        return tuple(d)
-
-    def bpe(self, i: int) -> int | None:
-        return bytes_per_element(self.types[i]) if i < len(self.types) else None
-
-    def dtype(self, i: int) -> str:
-        return dtype_name(self.types[i]) if i < len(self.types) else ""
-
-    def text(self, i: int) -> str:
-        return self.concrete[i] if i < len(self.concrete) else ""
-
-    def ints(self, i: int, default: tuple[int, ...]) -> tuple[int, ...]:
-        """A concrete int list (``"[1, 1]"``) or int (``"3"``), or ``default`` when absent."""
-        raw = self.text(i).strip()
-        if not raw:
-            return default
-        try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return default
-        if isinstance(value, int):
-            return (value,)
-        return tuple(int(v) for v in value) if isinstance(value, list) else default
-
-    def flag(self, i: int, default: bool = False) -> bool:
-        raw = self.text(i).strip().lower()
-        return raw == "true" if raw in ("true", "false") else default
-
-    def flags(self, i: int, n: int) -> tuple[bool, ...]:
-        """A concrete bool list (``"[True, False, True]"``); all True when absent."""
-        raw = self.text(i).strip().strip("[]")
-        parts = [p.strip().lower() for p in raw.split(",")] if raw else []
-        return tuple(p == "true" for p in parts) if len(parts) == n else (True,) * n
-
-
-@dataclass(frozen=True)
-class OpCost:
-    """What one call must do: ``flops`` and ``bytes`` (moved to or from memory), and the peak that bounds it."""
-
-    category: str
-    flops: float
-    bytes: float
-    #: the data type whose peak applies (``bf16``, ``fp32``, ...)
-    dtype: str
-    #: ``matrix`` (tensor / matrix cores) or ``vector`` (the ALUs)
-    unit: str
-
-
-Model = Callable[[OpCall], OpCost | None]
-_MODELS: dict[str, Model] = {}
-
-
-def _register(*names: str) -> Callable[[Model], Model]:
-    def add(func: Model) -> Model:
-        for n in names:
-            _MODELS[n] = func
-        return func
-    return add
-
-
 def modelled_names() -> frozenset[str]:
     """Every operator name :func:`model` knows."""
-    _load_pointwise()
-    return frozenset(_MODELS)
+    return frozenset(MODELS)
 
 
 def model(call: OpCall) -> OpCost | None:
     """The cost of one call, or ``None`` when the operator is not modelled or its arguments do not fit."""
-    _load_pointwise()
-    func = _MODELS.get(call.name)
+    func = MODELS.get(call.name)
     if func is None:
         return None
     try:
         return func(call)
     except (TypeError, ValueError, IndexError, ZeroDivisionError):  # shapes that do not fit the signature
         return None
-
-
-def _load_pointwise() -> None:
-    from advisor.analyze.framework import op_model_pointwise  # noqa: F401  (registers itself)
 
 
 # GEMM ---------------------------------------------------------------------------------------------------------
@@ -185,7 +67,7 @@ def _gemm(b: int, m: int, n: int, k: int, bias_elems: int, bpe_in: int, bpe_out:
     return OpCost("GEMM", float(flops), float(moved), dtype, "matrix")
 
 
-@_register("aten::mm")
+@register("aten::mm")
 def _mm(c: OpCall) -> OpCost | None:
     """mm(A[m,k], B[k,n])."""
     a, b = c.shape(0), c.shape(1)
@@ -195,7 +77,7 @@ def _mm(c: OpCall) -> OpCost | None:
     return _gemm(1, a[0], b[1], a[1], 0, bpe, bpe, c.dtype(0), False)
 
 
-@_register("aten::addmm")
+@register("aten::addmm")
 def _addmm(c: OpCall) -> OpCost | None:
     """addmm(bias, A[m,k], B[k,n], beta, alpha): bias broadcast to [m, n]."""
     a, b = c.shape(1), c.shape(2)
@@ -206,7 +88,7 @@ def _addmm(c: OpCall) -> OpCost | None:
     return _gemm(1, a[0], b[1], a[1], prod(bias) if bias else 0, bpe, bpe, c.dtype(1), True)
 
 
-@_register("aten::bmm")
+@register("aten::bmm")
 def _bmm(c: OpCall) -> OpCost | None:
     """bmm(A[b,m,k], B[b,k,n])."""
     a, b = c.shape(0), c.shape(1)
@@ -216,7 +98,7 @@ def _bmm(c: OpCall) -> OpCost | None:
     return _gemm(a[0], a[1], b[2], a[2], 0, bpe, bpe, c.dtype(0), False)
 
 
-@_register("aten::baddbmm")
+@register("aten::baddbmm")
 def _baddbmm(c: OpCall) -> OpCost | None:
     """baddbmm(bias, A[b,m,k], B[b,k,n], beta, alpha)."""
     a, b = c.shape(1), c.shape(2)
@@ -227,7 +109,7 @@ def _baddbmm(c: OpCall) -> OpCost | None:
     return _gemm(a[0], a[1], b[2], a[2], prod(bias) if bias else 0, bpe, bpe, c.dtype(1), True)
 
 
-@_register("aten::_scaled_mm")
+@register("aten::_scaled_mm")
 def _scaled_mm(c: OpCall) -> OpCost | None:
     """_scaled_mm(A[m,k], B[k,n], scale_a, scale_b, bias?, ...): an fp8 GEMM.
 
@@ -286,7 +168,7 @@ def _conv_args(c: OpCall, x_at: int, first: int
     return x, w, _conv_out(x, w, stride, pad, dil, transposed, out_pad, groups), transposed
 
 
-@_register("aten::convolution")
+@register("aten::convolution")
 def _convolution(c: OpCall) -> OpCost | None:
     """convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups).
 
@@ -304,7 +186,7 @@ def _convolution(c: OpCall) -> OpCost | None:
     return OpCost("CONV_fwd", float(flops), float(moved), c.dtype(0), "matrix")
 
 
-@_register("aten::convolution_backward")
+@register("aten::convolution_backward")
 def _convolution_backward(c: OpCall) -> OpCost | None:
     """convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation, transposed,
     output_padding, groups, output_mask).
@@ -395,7 +277,7 @@ _SDPA_BWD = {
 }
 
 
-@_register(*_SDPA_FWD)
+@register(*_SDPA_FWD)
 def _sdpa_fwd(c: OpCall) -> OpCost | None:
     """Fused attention forward: :meth:`_Attention.flops`, :meth:`_Attention.fwd_bytes`."""
     att = _Attention.of(c.shape(0), c.shape(1), c.shape(2))
@@ -406,7 +288,7 @@ def _sdpa_fwd(c: OpCall) -> OpCost | None:
     return OpCost("SDPA_fwd", att.flops(causal), att.fwd_bytes(bpe), c.dtype(0), "matrix")
 
 
-@_register(*_SDPA_BWD)
+@register(*_SDPA_BWD)
 def _sdpa_bwd(c: OpCall) -> OpCost | None:
     """Fused attention backward: :meth:`_Attention.bwd_flops`, :meth:`_Attention.bwd_bytes`."""
     q_at, causal_at, flash = _SDPA_BWD[c.name]

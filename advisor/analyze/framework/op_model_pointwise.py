@@ -1,4 +1,4 @@
-"""FLOPs and bytes of normalisation, elementwise and reduction calls (see :mod:`.op_model`).
+"""FLOPs and bytes of normalisation, elementwise and reduction calls (see :mod:`.op_model`, which imports this module).
 
 All of these run on the vector units, and all but the largest are bound by memory: the byte counts
 matter more than the FLOPs. Bytes assume each tensor is read or written once. The normalisation
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from math import prod
 
-from advisor.analyze.framework.op_model import OpCall, OpCost, _register
+from advisor.analyze.framework.op_call import OpCall, OpCost, register
 
 __all__: list[str] = []
 
@@ -58,7 +58,7 @@ def _present(c: OpCall, i: int) -> bool:
     return c.shape(i) is not None
 
 
-@_register("aten::native_layer_norm")
+@register("aten::native_layer_norm")
 def _layer_norm(c: OpCall) -> OpCost | None:
     """native_layer_norm(input, normalized_shape, weight?, bias?, eps): c = prod(normalized_shape)."""
     x, bpe = c.shape(0), c.bpe(0)
@@ -68,7 +68,7 @@ def _layer_norm(c: OpCall) -> OpCost | None:
     return _norm_fwd(prod(x), channels, bpe, bpe, True, _present(c, 2), _present(c, 3), c.dtype(0))
 
 
-@_register("aten::native_layer_norm_backward")
+@register("aten::native_layer_norm_backward")
 def _layer_norm_bwd(c: OpCall) -> OpCost | None:
     """native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?, output_mask)."""
     x, bpe = c.shape(1), c.bpe(1)
@@ -83,7 +83,7 @@ _BATCH_NORM_TRAINING = {"aten::native_batch_norm": 5, "aten::cudnn_batch_norm": 
                         "aten::_native_batch_norm_legit": 5, "aten::_native_batch_norm_legit_no_training": -1}
 
 
-@_register(*_BATCH_NORM_TRAINING)
+@register(*_BATCH_NORM_TRAINING)
 def _batch_norm(c: OpCall) -> OpCost | None:
     """batch_norm(input, weight?, bias?, running_mean, running_var, training, momentum, eps): c = C.
 
@@ -98,7 +98,7 @@ def _batch_norm(c: OpCall) -> OpCost | None:
     return _norm_fwd(prod(x), x[1], bpe, bpe, training, _present(c, 1), _present(c, 2), c.dtype(0))
 
 
-@_register("aten::native_batch_norm_backward")
+@register("aten::native_batch_norm_backward")
 def _batch_norm_bwd(c: OpCall) -> OpCost | None:
     """native_batch_norm_backward(grad_out, input, weight?, running_mean, running_var, save_mean, save_invstd,
     train, eps, output_mask)."""
@@ -109,7 +109,7 @@ def _batch_norm_bwd(c: OpCall) -> OpCost | None:
     return _norm_bwd(prod(x), x[1], bpe, bpe, c.flag(7, True), _present(c, 2), mask[2], mask[0], c.dtype(1))
 
 
-@_register("aten::cudnn_batch_norm_backward", "aten::miopen_batch_norm_backward")
+@register("aten::cudnn_batch_norm_backward", "aten::miopen_batch_norm_backward")
 def _cudnn_batch_norm_bwd(c: OpCall) -> OpCost | None:
     """cudnn/miopen_batch_norm_backward(input, grad_out, weight, running_mean, running_var, save_mean, save_var,
     eps, ...): always training (it reads the batch statistics saved by the forward; TraceLens takes it
@@ -120,7 +120,7 @@ def _cudnn_batch_norm_bwd(c: OpCall) -> OpCost | None:
     return _norm_bwd(prod(x), x[1], bpe, bpe, True, _present(c, 2), True, True, c.dtype(0))
 
 
-@_register("aten::native_group_norm")
+@register("aten::native_group_norm")
 def _group_norm(c: OpCall) -> OpCost | None:
     """native_group_norm(input, weight?, bias?, N, C, HxW, group, eps): c = C, as TraceLens."""
     x, bpe = c.shape(0), c.bpe(0)
@@ -129,7 +129,7 @@ def _group_norm(c: OpCall) -> OpCost | None:
     return _norm_fwd(prod(x), x[1], bpe, bpe, True, _present(c, 1), _present(c, 2), c.dtype(0))
 
 
-@_register("aten::native_group_norm_backward")
+@register("aten::native_group_norm_backward")
 def _group_norm_bwd(c: OpCall) -> OpCost | None:
     """native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask):
     c = C / group, as TraceLens."""
@@ -141,7 +141,7 @@ def _group_norm_bwd(c: OpCall) -> OpCost | None:
     return _norm_bwd(prod(x), x[1] / groups, bpe, bpe, True, mask[1], mask[2], mask[0], c.dtype(1))
 
 
-@_register("aten::_fused_rms_norm")
+@register("aten::_fused_rms_norm")
 def _rms_norm(c: OpCall) -> OpCost | None:
     """_fused_rms_norm(input, normalized_shape, weight?, eps).
 
@@ -157,7 +157,7 @@ def _rms_norm(c: OpCall) -> OpCost | None:
     return OpCost("NORM_fwd", float(flops), float(moved), c.dtype(0), "vector")
 
 
-@_register("aten::_fused_rms_norm_backward")
+@register("aten::_fused_rms_norm_backward")
 def _rms_norm_bwd(c: OpCall) -> OpCost | None:
     """_fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight?, output_mask).
 
@@ -193,7 +193,7 @@ def _elements(shape: tuple[int, ...] | None) -> int:
     return prod(shape) if shape is not None else 1  # a scalar operand is one element
 
 
-@_register(*UNARY)
+@register(*UNARY)
 def _unary(c: OpCall) -> OpCost | None:
     """One FLOP per element; the input read and the output written once (the output dtype is the second
     argument's when that is a tensor, as for ``copy_``, else the input's)."""
@@ -213,7 +213,7 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(max(x, y) for x, y in zip(a, b))
 
 
-@_register(*BINARY)
+@register(*BINARY)
 def _binary(c: OpCall) -> OpCost | None:
     """One FLOP per output element (the operands broadcast); both operands read and the output written once.
     A scalar operand counts as one 4-byte element (TraceLens's convention); the output takes the wider
@@ -235,7 +235,7 @@ REDUCE = ("aten::sum", "aten::mean", "aten::amax", "aten::amin", "aten::max", "a
           "aten::cumprod")
 
 
-@_register(*REDUCE)
+@register(*REDUCE)
 def _reduce(c: OpCall) -> OpCost | None:
     """One FLOP per input element; the input read once and the result written once.
 
@@ -256,7 +256,7 @@ def _reduce(c: OpCall) -> OpCost | None:
     return OpCost("reduce", float(n), float(n * bpe + out * bpe), c.dtype(0), "vector")
 
 
-@_register("aten::_softmax", "aten::_log_softmax")
+@register("aten::_softmax", "aten::_log_softmax")
 def _softmax(c: OpCall) -> OpCost | None:
     """Softmax over one dimension: 3 FLOPs per element (exponent, sum, divide; TraceLens's count), the input
     read and the output written once."""
@@ -267,7 +267,7 @@ def _softmax(c: OpCall) -> OpCost | None:
     return OpCost("reduce", 3.0 * n, 2.0 * n * bpe, c.dtype(0), "vector")
 
 
-@_register("aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
+@register("aten::_softmax_backward_data", "aten::_log_softmax_backward_data")
 def _softmax_bwd(c: OpCall) -> OpCost | None:
     """Softmax backward, grad_in = y·(grad - Σ grad·y): 4 FLOPs per element; grad and y read, grad_in written."""
     x, bpe = c.shape(0), c.bpe(0)
