@@ -223,3 +223,19 @@ def test_a_bad_spec_table_is_one_clear_error(tmp_path: Path, text: str, problem:
     path.write_text(text)
     with pytest.raises(InputError, match=problem):
         gpu_spec.load_specs(path)
+
+
+def test_analyze_takes_a_gpu_spec_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    from advisor.errors import InputError
+    from advisor.runs import analyze_files
+
+    trace = fixture_path("tracelens", "mi300x", "gaunernst_bert-small-uncased__1016001", "trace.json.gz")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("gpus: 3\n")
+    with pytest.raises(InputError, match="bad.yaml: has no `gpus:` list"):
+        analyze_files([trace], out=tmp_path / "refused", gpu_spec=bad)
+    assert not (tmp_path / "refused").exists()
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("gpus:\n  - {name: Lab GPU, match: MI300X, memory_tb_s: 5, matrix: {bf16: 1000}, vector: {fp32: 100}}\n")
+    summary = analyze_files([trace], out=tmp_path / "run", gpu_spec=mine)
+    assert summary.diagnosed.findings.get("roofline.gpu") == "Lab GPU"
