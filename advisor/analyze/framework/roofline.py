@@ -45,6 +45,7 @@ ROW_COLUMNS = {
     "kernel_ms": "ms: their kernels' total time in the window",
     "ms_per_step": "ms: that time per step",
     "share": "fraction: of all compute kernel time",
+    "us_per_call": "us: kernel time per call",
     "gflops": "count: GFLOP per call (from the shapes)",
     "mbytes": "count: MB (2**20 bytes) moved per call, each tensor read or written once",
     "tflops_s": "count: achieved TFLOP/s",
@@ -101,6 +102,7 @@ def efficiency_frame(view: TraceView, spec: GpuSpec | None, kernels: pd.DataFram
         t["kernel_ms"] = ns / NS_PER_MS
         t["ms_per_step"] = ns / steps / NS_PER_MS
         t["share"] = ns / total if total else 0.0
+        t["us_per_call"] = np.where(calls > 0, ns / np.maximum(calls, 1) / 1e3, np.nan)
         t["gflops"] = t["flops"] / 1e9
         t["mbytes"] = t["bytes"] / 2**20
         t["tflops_s"] = np.where(ns > 0, t["flops"] * calls / ns / 1e3, np.nan)
