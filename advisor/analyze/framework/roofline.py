@@ -46,10 +46,10 @@ ROW_COLUMNS = {
     "ms_per_step": "ms: that time per step",
     "share": "fraction: of all compute kernel time",
     "us_per_call": "us: kernel time per call",
-    "gflops": "count: GFLOP per call (from the shapes)",
-    "mbytes": "count: MB (2**20 bytes) moved per call, each tensor read or written once",
-    "tflops_s": "count: achieved TFLOP/s",
-    "tb_s": "count: achieved TB/s",
+    "gflops": "ratio: GFLOP per call (from the shapes)",
+    "mbytes": "ratio: MB (2**20 bytes) moved per call, each tensor read or written once",
+    "tflops_s": "ratio: achieved TFLOP/s",
+    "tb_s": "ratio: achieved TB/s",
     "roofline_share": "fraction: roofline time over measured time (1 at the roof); absent without a spec",
     "bound": "text: compute or memory, at the roof",
     "site": "text: user file:line (function) of its heaviest kernel",
@@ -58,7 +58,7 @@ ROW_COLUMNS = {
 CATEGORY_COLUMNS = {
     "category": "text: category", "calls": "count: calls", "kernel_ms": "ms: kernel time in the window",
     "ms_per_step": "ms: per step", "share": "fraction: of all compute kernel time",
-    "tflops_s": "count: achieved TFLOP/s over the category", "tb_s": "count: achieved TB/s over the category",
+    "tflops_s": "ratio: achieved TFLOP/s over the category", "tb_s": "ratio: achieved TB/s over the category",
     "roofline_share": "fraction: time-weighted roofline share; absent without a spec or a model",
 }
 
