@@ -265,3 +265,13 @@ def test_analyze_takes_a_gpu_spec_and_refuses_a_bad_one(tmp_path: Path) -> None:
     mine.write_text("gpus:\n  - {name: Lab GPU, match: MI300X, memory_tb_s: 5, matrix: {bf16: 1000}, vector: {fp32: 100}}\n")
     summary = analyze_files([trace], out=tmp_path / "run", gpu_spec=mine)
     assert summary.diagnosed.findings.get("roofline.gpu") == "Lab GPU"
+
+
+def test_inductor_kernels_are_counted_as_triton_with_their_time() -> None:
+    view = TraceView(load_kineto(fixture_path("tracelens", "mi300x", "torch_compile_triton", "trace.json.gz")))
+    facts = roofline(view)
+    triton = [r for r in facts["ops.efficiency"] if r["category"] == "triton"]
+    assert triton and all(r["kernel"].startswith("triton_") and r["kernel_ms"] > 0 and r["gflops"] is None
+                          for r in triton)
+    by_cat = {c["category"]: c for c in facts["ops.efficiency_by_category"]}
+    assert by_cat["triton"]["kernel_ms"] == pytest.approx(sum(r["kernel_ms"] for r in triton))

@@ -121,15 +121,19 @@ def _by_category(t: pd.DataFrame, steps: int) -> list[dict[str, Any]]:
         ns = float(part["kernel_ns"].sum())
         calls = part["calls"].to_numpy()
         roofed = part["roof_ns"].notna().to_numpy()
-        work = lambda col: float((part[col].fillna(0) * calls).sum())  # noqa: E731
         roof_ns = float((part["roof_ns"].to_numpy()[roofed] * calls[roofed]).sum())
         roofed_ns = float(part["kernel_ns"].to_numpy()[roofed].sum())
         out.append({"category": cat, "calls": int(calls.sum()), "kernel_ms": ns / NS_PER_MS,
                     "ms_per_step": ns / steps / NS_PER_MS, "share": ns / total if total else 0.0,
-                    "tflops_s": work("flops") / ns / 1e3 if ns and part["flops"].notna().any() else None,
-                    "tb_s": work("bytes") / ns / 1e3 if ns and part["bytes"].notna().any() else None,
+                    "tflops_s": _total(part, "flops") / ns / 1e3 if ns and part["flops"].notna().any() else None,
+                    "tb_s": _total(part, "bytes") / ns / 1e3 if ns and part["bytes"].notna().any() else None,
                     "roofline_share": roof_ns / roofed_ns if roofed_ns else None})
     return out
+
+
+def _total(part: pd.DataFrame, column: str) -> float:
+    """A per-call column (flops, bytes) times the calls, summed over the rows."""
+    return float((part[column].fillna(0) * part["calls"]).sum())
 
 
 def _note(t: pd.DataFrame, spec: GpuSpec | None, device: str, modelled: float) -> str:
