@@ -265,6 +265,9 @@ def test_analyze_takes_a_gpu_spec_and_refuses_a_bad_one(tmp_path: Path) -> None:
     mine.write_text("gpus:\n  - {name: Lab GPU, match: MI300X, memory_tb_s: 5, matrix: {bf16: 1000}, vector: {fp32: 100}}\n")
     summary = analyze_files([trace], out=tmp_path / "run", gpu_spec=mine)
     assert summary.diagnosed.findings.get("roofline.gpu") == "Lab GPU"
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "Roofline: against the Lab GPU's peaks" in report
+    assert "| SDPA_fwd " in report and "| `aten::addmm` " in report
 
 
 def test_inductor_kernels_are_counted_as_triton_with_their_time() -> None:
