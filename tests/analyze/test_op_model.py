@@ -108,6 +108,13 @@ def test_binary_ops_broadcast_and_reductions_follow_dim() -> None:
     assert total.flops == 4 * 8 * 16 and total.bytes == (4 * 8 * 16 + 4 * 8) * 4
 
 
+def test_a_convolution_without_its_scalar_arguments_has_no_model() -> None:
+    """Without stride and padding (profilers before Concrete Inputs) the output size would be a guess."""
+    call = OpCall.parse("aten::convolution", json.dumps([[8, 3, 32, 32], [16, 3, 3, 3], [], [], [], [], [], [], []]),
+                        json.dumps([F32, F32] + [""] * 7), "")
+    assert call is not None and model(call) is None
+
+
 def test_unknown_ops_and_misfit_shapes_have_no_model() -> None:
     assert _cost("aten::embedding", [[10, 4], [3]], [F32, "long int"]) is None
     assert _cost("aten::mm", [[4, 4, 4], [4, 4]], [F32, F32]) is None

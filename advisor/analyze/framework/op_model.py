@@ -158,6 +158,8 @@ def _conv_args(c: OpCall, x_at: int, first: int
     x, w = c.shape(x_at), c.shape(x_at + 1)
     if x is None or w is None or len(x) < 3 or len(x) != len(w):
         return None
+    if len(c.concrete) <= first + 5:  # no stride or padding recorded (older profilers): the output is unknown
+        return None
     nd = len(x) - 2
     stride = c.ints(first, (1,) * nd)
     pad = c.ints(first + 1, (0,) * nd)
@@ -279,7 +281,11 @@ _SDPA_BWD = {
 
 @register(*_SDPA_FWD)
 def _sdpa_fwd(c: OpCall) -> OpCost | None:
-    """Fused attention forward: :meth:`_Attention.flops`, :meth:`_Attention.fwd_bytes`."""
+    """Fused attention forward: :meth:`_Attention.flops`, :meth:`_Attention.fwd_bytes`.
+
+    Without Concrete Inputs (older profilers) ``is_causal`` reads as false: the full count, an upper bound,
+    which can only raise the roofline share, never make an operator look further below it.
+    """
     att = _Attention.of(c.shape(0), c.shape(1), c.shape(2))
     bpe = c.bpe(0)
     if att is None or bpe is None:
