@@ -78,6 +78,9 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
     with Progress(f"Analysing {primary.trace.path.name}") as bar:
         with analysing(str(primary.trace.path)):
             findings = run_analyzers(primary, "framework", evidence=str(primary.trace.path), on_progress=bar.update)
+    note = findings.get("roofline.note")
+    if note and findings.get("ops.modelled_share"):  # operators were modelled, but their shares cannot be given
+        findings.notes.append(f"roofline: {note}")
     from advisor.load.kineto_window import META_KEY
 
     for trace in traces:  # traces over the memory budget were analysed on a window of steps: say so

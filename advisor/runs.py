@@ -124,14 +124,28 @@ def _profiler_settings(cfg: CollectorConfig, timeout_s: float | None, nproc_per_
 def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, *, out: Path | None = None,
                     timeout_s: float | None = None, rule_dirs: list[Path] | None = None,
                     nproc_per_node: int = 1, argv: list[str] | None = None, workflow: Path | None = None,
-                    escalate: bool = True, progress: Callable[[str], None] | None = None) -> RunSummary:
+                    escalate: bool = True, progress: Callable[[str], None] | None = None,
+                    gpu_spec: Path | None = None) -> RunSummary:
     resolved = check_script(script)
     book = RuleBook.load(rule_dirs or [])  # rule errors surface before the script runs
+    spec_path = _gpu_spec(gpu_spec)  # and so does a bad GPU spec table
     graph = load_workflow(workflow)  # and so do workflow errors
     run = RunDir.create(resolved.stem, out)  # and a run directory that cannot be made
     with Salvage(run, book, "starting the script") as keep:
+        if spec_path:
+            run.update_metadata(gpu_spec=spec_path)  # the analyzers read it from run.json
         return _diagnose(run, book, graph, keep, resolved, script, script_args, cfg, timeout_s=timeout_s,
                          nproc_per_node=nproc_per_node, argv=argv, escalate=escalate, progress=progress)
+
+
+def _gpu_spec(path: Path | None) -> str:
+    """A user's GPU spec table, checked now (one clear error before anything runs); its absolute path or ""."""
+    if path is None:
+        return ""
+    from advisor.analyze.framework.gpu_spec import load_specs
+
+    load_specs(path.resolve())
+    return str(path.resolve())
 
 
 def _diagnose(run: RunDir, book: RuleBook, graph: Any, keep: Salvage, resolved: Path, script: Path,
@@ -200,14 +214,16 @@ def _load_collected(paths: list[Path]) -> tuple[list[KinetoTrace], list[str]]:
 
 
 def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list[Path] | None = None,
-                  argv: list[str] | None = None, workflow: Path | None = None) -> RunSummary:
+                  argv: list[str] | None = None, workflow: Path | None = None,
+                  gpu_spec: Path | None = None) -> RunSummary:
     """Traces and reports recorded elsewhere, each read by its stage's loader: Kineto traces (framework),
     Nsight Systems reports (system), Nsight Compute results (kernel; two are also compared). With a run
-    directory first, the other files are merged into it."""
+    directory first, the other files are merged into it. ``gpu_spec``: a user's table of GPU peaks."""
     if paths and RunDir.looks_like(paths[0]):
         return merge_files(paths[0], paths[1:], rule_dirs=rule_dirs, workflow=workflow)
     book = RuleBook.load(rule_dirs or [])
     graph = load_workflow(workflow)
+    spec_path = _gpu_spec(gpu_spec)
     given = split_inputs(paths)
     check_inputs(given)  # bad input fails here, before a run directory is made
     trace_paths = [t for p in given.pop("framework", []) for t in find_kineto_traces(p)]
@@ -215,7 +231,8 @@ def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list
     run = RunDir.create(inputs[0].name.split(".")[0], out)  # before the work: a folder that cannot be made fails now
     run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in inputs],
                         command=argv or [], started_at=time.strftime("%Y-%m-%d %H:%M:%S"),
-                        source_roots=[str(p.resolve().parent) for p in inputs])
+                        source_roots=[str(p.resolve().parent) for p in inputs],
+                        **({"gpu_spec": spec_path} if spec_path else {}))
     with Salvage(run, book, "loading the traces") as keep:
         try:
             traces = load_traces(trace_paths)
@@ -224,7 +241,7 @@ def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list
             run.discard_if_empty()
             raise
         keep.phase = "analysing the traces"
-        findings = analyze_traces(traces) if traces else Findings()
+        findings = analyze_traces(traces, {"gpu_spec": spec_path} if spec_path else None) if traces else Findings()
         keep.findings, keep.phase = findings, "reading the other files"
         framework = TrailEntry("framework", "ran", "loaded from " + ", ".join(p.name for p in trace_paths), None,
                                [str(p.resolve()) for p in trace_paths]) if traces else None

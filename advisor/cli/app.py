@@ -24,7 +24,7 @@ from advisor import __version__
 from advisor.errors import EXIT_INTERRUPTED, AdvisorError, Interrupted
 from advisor.messages import say
 
-__all__ = ["FailOnOption", "OutOption", "RulesOption", "SeverityLevel", "WorkflowOption", "app", "err", "finish",
+__all__ = ["FailOnOption", "GpuSpecOption", "OutOption", "RulesOption", "SeverityLevel", "WorkflowOption", "app", "err", "finish",
            "main", "run"]
 
 app = typer.Typer(
@@ -60,6 +60,11 @@ WorkflowOption = Annotated[
     Optional[Path],
     typer.Option("--workflow", help="Your own workflow graph (YAML; see `advisor workflow show`); "
                                     "also $ADVISOR_WORKFLOW."),
+]
+GpuSpecOption = Annotated[
+    Optional[Path],
+    typer.Option("--gpu-spec", help="Your own table of GPU peaks (YAML, the format of the built-in "
+                                    "advisor/analyze/framework/gpu_specs.yaml): the roof of the operators' roofline."),
 ]
 FailOnOption = Annotated[
     Optional[SeverityLevel],

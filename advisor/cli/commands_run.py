@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from advisor.cli.app import FailOnOption, OutOption, RulesOption, WorkflowOption, app, err, finish
+from advisor.cli.app import FailOnOption, GpuSpecOption, OutOption, RulesOption, WorkflowOption, app, err, finish
 from advisor.collect.config import CollectorConfig
 from advisor.messages import say
 
@@ -50,6 +50,7 @@ def diagnose(
     source_lines: Annotated[bool, typer.Option(help="Label ops with the user's source line that called them.")] = True,
     rules: RulesOption = None,
     workflow: WorkflowOption = None,
+    gpu_spec: GpuSpecOption = None,
     escalate: Annotated[bool, typer.Option(
         help="Run the deeper stages the workflow asks for (Nsight Systems, Nsight Compute); with "
              "--no-escalate they are only listed, with the command that would run them.")] = True,
@@ -73,7 +74,7 @@ def diagnose(
     )
     summary = diagnose_script(script, script_args or [], cfg, out=out, timeout_s=timeout, rule_dirs=rules,
                               nproc_per_node=nproc_per_node, argv=list(sys.argv), workflow=workflow,
-                              escalate=escalate,
+                              escalate=escalate, gpu_spec=gpu_spec,
                               progress=None if quiet else lambda m: say(err, f"advisor: {m}", "dim"))
     result = summary.framework
     if result and result.outcome not in SUCCESS:
@@ -92,6 +93,7 @@ def analyze(
     out: OutOption = None,
     rules: RulesOption = None,
     workflow: WorkflowOption = None,
+    gpu_spec: GpuSpecOption = None,
     fail_on: FailOnOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the summary card.")] = False,
 ) -> None:
@@ -102,7 +104,8 @@ def analyze(
     """
     from advisor.runs import analyze_files
 
-    summary = analyze_files(paths, out=out, rule_dirs=rules, argv=list(sys.argv), workflow=workflow)
+    summary = analyze_files(paths, out=out, rule_dirs=rules, argv=list(sys.argv), workflow=workflow,
+                            gpu_spec=gpu_spec)
     if not quiet:
         for note in summary.notes:
             typer.echo(note)

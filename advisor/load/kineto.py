@@ -32,8 +32,10 @@ One :class:`KinetoTrace` per file. Its tables:
     - ``collective``, ``dtype``, ``in_nelems``, ``group_size``, ``pg_name``:
       the c10d collective a communication op or kernel belongs to.
     - ``seq``: the autograd sequence number that ties a backward op to its
-      forward op; ``input_types``: the dtypes of an operator's inputs
-      (``record_shapes=True``), as JSON text.
+      forward op; ``input_types``, ``input_dims`` and ``concrete_inputs``: the
+      dtypes, shapes and scalar values of an operator's inputs
+      (``record_shapes=True``), as JSON text ("" on every other event, so a
+      trace without shapes costs nothing more).
 
     Text columns are Categoricals (a few hundred distinct values over
     millions of rows): compare them with ``==``/``isin`` as strings; to build
@@ -134,6 +136,8 @@ ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "stream": (("stream",), "int"),
     "bytes": (("bytes", "size"), "int"),
     "input_types": (("Input type",), "str"),
+    "input_dims": (("Input Dims",), "str"),
+    "concrete_inputs": (("Concrete Inputs",), "str"),
     "sync_kind": (("cuda_sync_kind",), "str"),
     "wait_stream": (("wait_on_stream",), "int"),
     "copy_kind": (("kind",), "str"),
@@ -151,7 +155,6 @@ EXTRA_ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "bandwidth_gbs": (("memory bandwidth (GB/s)",), "float"),
     "python_id": (("Python id",), "int"),
     "python_parent_id": (("Python parent id",), "int"),
-    "input_dims": (("Input Dims",), "str"),
     "grid": (("grid",), "str"),
     "block": (("block",), "str"),
     "registers": (("registers per thread",), "int"),
