@@ -12,7 +12,7 @@ One rule per YAML file, ``rules/<stage>/<ID>-<name>.yaml``::
       ms_per_step: phases.dataloader.ms * 0.8
       basis: workers overlap loading with compute; most of the wait goes away
       confidence: medium            # low | medium | high
-      phase: '"dataloader"'         # optional: the phase of the step the gain comes from
+      phase: dataloader             # optional: the phase of the step the gain comes from
     what: "The training loop waits {{ ms(phases.dataloader.ms) }} per step for data."
     where: "{{ dataloader.site }}"
     why: ...
@@ -52,6 +52,8 @@ __all__ = ["REFINED_NAMES", "SEVERITIES", "Impact", "Refinement", "Rule", "RuleT
 ID_PATTERN = re.compile(r"^[A-Z]{2,6}\d{3}$")
 URL_PATTERN = re.compile(r"^https?://\S+$")
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+#: a phase named as it is (no dot, so no fact): dataloader, forward, backward, optimizer, other
+PHASE_NAME = re.compile(r"^[a-z][a-z_]*$")
 
 
 class Severity(str, Enum):
@@ -92,8 +94,8 @@ class Impact(BaseModel):
     ms_per_step: str
     basis: str = Field(min_length=1)
     confidence: Literal["low", "medium", "high"] = "medium"
-    #: an expression naming the phase of the step the gain comes from (dataloader, forward, backward,
-    #: optimizer, other): gains of one phase are combined within that phase's time (advisor.engine.story)
+    #: the phase of the step the gain comes from (dataloader, forward, backward, optimizer, other), or an
+    #: expression naming it: gains of one phase are combined within that phase's time (advisor.engine.story)
     phase: str | None = None
 
     _check = field_validator("ms_per_step", "phase")(
@@ -270,8 +272,10 @@ class CompiledRule:
     def __init__(self, rule: Rule) -> None:
         self.when: Expression = compile_expression(rule.when)
         self.impact: Expression | None = compile_expression(rule.impact.ms_per_step) if rule.impact else None
-        self.phase: Expression | None = (compile_expression(rule.impact.phase) if rule.impact and rule.impact.phase
-                                         else None)
+        phase = rule.impact.phase if rule.impact else None
+        if phase and PHASE_NAME.match(phase):  # a bare name is the phase itself: `phase: dataloader`
+            phase = f'"{phase}"'
+        self.phase: Expression | None = compile_expression(phase) if phase else None
         self.refines: list[Expression] = [compile_expression(r.when) for r in rule.refines]
         self.evidence: Expression | None = compile_expression(rule.evidence) if rule.evidence else None
         self.tiers: list[tuple[Severity, Expression]] = (

@@ -89,8 +89,12 @@ def _check_case(loaded: LoadedRule, case: RuleTest) -> list[str]:
 
 
 def _refined(rule: Rule, env: Environment) -> str:
-    """The first rule of ``refines`` whose condition holds on the case's facts ("" for none)."""
+    """The first rule of ``refines`` whose condition holds on the case's facts ("" for none); a case that gives
+    ``refined.rule_id`` has only that rule's diagnosis to refine."""
+    present = env.values.get("refined.rule_id")
     for entry, expr in zip(rule.refines, rule.compiled().refines):
+        if present is not None and entry.rule != present:
+            continue
         scope = Environment(ChainMap({"refined.rule_id": entry.rule}, env.values))  # type: ignore[arg-type]
         try:
             if expr.evaluate(scope):
