@@ -67,12 +67,22 @@ def _not_examined(stage: str, entry: Mapping[str, Any] | None, diag: Mapping[str
     return {"status": "not examined", "reason": reason, "command": command}
 
 
+def _found(part: Mapping[str, Any], section: Mapping[str, Any], files: list[str],
+           units: Mapping[str, str]) -> dict[str, Any]:
+    rows = [{"name": k, "value": v, "unit": units.get(k, "")} for k, v in (section.get("facts") or {}).items()]
+    extra = {k: v for k, v in section.items() if k not in part}
+    return {**part, **extra, "status": "found", "own": False, "files": section.get("files") or files,
+            "fact_rows": rows}
+
+
 def chain(diag: Mapping[str, Any], trail: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
           run_dir: str, units: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The three parts of one diagnosis's story, in stage order; a deeper stage's part has ``fact_rows``
     (name, value, unit) for its numbers."""
     by_stage = {str(e.get("stage")): e for e in trail}
-    sections = {str(r.get("stage")): r for r in diag.get("refinements") or []}
+    sections: dict[str, list[Mapping[str, Any]]] = {}
+    for section in diag.get("refinements") or []:
+        sections.setdefault(str(section.get("stage")), []).append(section)
     parts = []
     for stage in STAGE_ORDER:
         entry = by_stage.get(stage)
@@ -80,12 +90,9 @@ def chain(diag: Mapping[str, Any], trail: Sequence[Mapping[str, Any]], meta: Map
         part: dict[str, Any] = {"stage": stage, "tool": STAGE_TOOLS[stage], "part": PARTS[stage]}
         if stage == diag.get("stage"):
             part.update(status="found", **_own(diag, files))
-        elif stage in sections:
-            section = dict(sections[stage])
-            section["files"] = section.get("files") or files
-            section["fact_rows"] = [{"name": k, "value": v, "unit": (units or {}).get(k, "")}
-                                    for k, v in (section.get("facts") or {}).items()]
-            part.update(status="found", own=False, **{k: v for k, v in section.items() if k not in part})
+        elif stage in sections:  # one part per deeper diagnosis folded in (two system rules may explain it)
+            parts += [_found(part, section, files, units or {}) for section in sections[stage]]
+            continue
         elif entry is not None and entry.get("status") == "ran":
             part.update(status="examined", reason=f"{STAGE_TOOLS[stage]} ran; none of its rules explains this "
                                                   "diagnosis further", files=files)
