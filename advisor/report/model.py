@@ -182,7 +182,7 @@ def build_report_data(run: RunDir, charts: bool = True) -> dict[str, Any]:
     diagnoses = _diagnoses(diagnosed.get("diagnoses", []), facts, units, roots, _fact_codes(findings))
     trail = build_trail(meta, diagnoses, draw_graph=charts)
     for view in diagnoses:
-        view["chain"] = chain(view, trail["stages"], meta, str(run.path.resolve()), units)
+        view["chain"] = chain(view, trail["stages"], meta, str(run.path.resolve()), units, facts.get("trace.has_gpu"))
     verdict = diagnosed.get("verdict", {})
     drawn = report_charts(facts) if charts else []
     expected = ["report.md", "report.html", *(f"charts/{c.id}.svg" for c in [*drawn, trail["chart"]] if c.svg)]

@@ -76,9 +76,9 @@ def _found(part: Mapping[str, Any], section: Mapping[str, Any], files: list[str]
 
 
 def chain(diag: Mapping[str, Any], trail: Sequence[Mapping[str, Any]], meta: Mapping[str, Any],
-          run_dir: str, units: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+          run_dir: str, units: Mapping[str, str] | None = None, gpu: bool | None = None) -> list[dict[str, Any]]:
     """The three parts of one diagnosis's story, in stage order; a deeper stage's part has ``fact_rows``
-    (name, value, unit) for its numbers."""
+    (name, value, unit) for its numbers. ``gpu=False`` (the trace has no GPU activity): no kernel to examine."""
     by_stage = {str(e.get("stage")): e for e in trail}
     sections: dict[str, list[Mapping[str, Any]]] = {}
     for section in diag.get("refinements") or []:
@@ -99,6 +99,9 @@ def chain(diag: Mapping[str, Any], trail: Sequence[Mapping[str, Any]], meta: Map
         elif STAGE_ORDER.index(stage) < STAGE_ORDER.index(str(diag.get("stage", "framework"))):
             part.update(status="examined", reason=f"{STAGE_TOOLS[stage]} ran; none of its rules names this problem",
                         files=files)
+        elif stage == "kernel" and gpu is False:
+            part.update(status="not examined", command=None,
+                        reason="the run launched no GPU kernels, so there is no kernel to examine")
         else:
             part.update(_not_examined(stage, entry, diag, meta, run_dir))
         parts.append(part)

@@ -99,13 +99,16 @@ def _chain_lines(diag: dict[str, Any]) -> list[Text]:
         if part.get("own") or part["stage"] == "framework":
             continue
         label = f"  {part['part']} ({part['tool']}"
-        if part["status"] == "found":
-            what = textwrap.shorten(_first_sentence(part.get("what", "")), 100, placeholder=" ...")
-            lines.append(Text.assemble((f"{label}, {part['rule_id']}): ", "bold"), what))
+        if part["status"] == "found":  # its where says how in few words; its what is in the report
+            text = part.get("where") or _first_sentence(part.get("what", ""))
+            lines.append(Text.assemble((f"{label}, {part['rule_id']}): ", "bold"),
+                                       textwrap.shorten(text, 100, placeholder=" ...")))
         elif part["status"] == "examined":
             lines.append(Text.assemble((f"{label}): ", "bold"), ("examined, nothing further", "dim")))
         else:
-            lines.append(Text.assemble((f"{label}): ", "bold"), ("not examined (the report has the command)", "dim")))
+            why = "the report has the command" if part.get("command") else str(part.get("reason", "")).split(",")[0]
+            why = f" ({why})"
+            lines.append(Text.assemble((f"{label}): ", "bold"), (f"not examined{why}", "dim")))
     return lines
 
 

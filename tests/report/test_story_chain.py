@@ -61,3 +61,8 @@ def test_the_combined_line_needs_two_gains_and_says_when_they_overlap() -> None:
                    "the overlap is counted once.")
     apart = combined_line({"combined_impact_ms": 60.0}, [DL001, {**DL001, "impact_ms": 10.0}], 100.0)
     assert apart == "All 2 fixes together: 60.0 ms per step (60% of the step)."
+
+
+def test_a_run_without_gpu_kernels_has_no_kernel_to_examine() -> None:
+    why = chain(DL001, _trail("ran"), META, RUN, gpu=False)[2]
+    assert why["status"] == "not examined" and why["command"] is None and "no GPU kernels" in why["reason"]

@@ -54,7 +54,7 @@ def _story_card(summary: dict | None = None) -> str:
 
 def test_the_top_diagnosis_tells_how_and_why_a_line_each() -> None:
     flat = _story_card()
-    assert "How (Nsight Systems, SYS001): Under Nsight Systems the training thread is blocked in OS calls" in flat
+    assert "How (Nsight Systems, SYS001): the dataloader phase" in flat
     assert "Why (Nsight Compute): not examined (the report has the command)" in flat
 
 
