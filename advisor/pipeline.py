@@ -19,6 +19,7 @@ from advisor.analyze.ranks.rankset import RankSet
 from advisor.analyze.registry import run_analyzers
 from advisor.engine.evaluate import Diagnosis, Outcome, evaluate_rules
 from advisor.engine.rulebook import RuleBook
+from advisor.engine.story import attach_files
 from advisor.errors import TraceError
 from advisor.guard import analysing
 from advisor.load.kineto import KinetoTrace, load_kineto
@@ -154,6 +155,7 @@ def diagnose_findings(findings: Findings, book: RuleBook, stopped_early: str | N
     values = findings.values()
     step_ms = values.get("steps.time_ms")
     diagnoses, outcomes = evaluate_rules(book.active(), values, step_ms if isinstance(step_ms, float) else None)
+    attach_files(diagnoses, {name: fact.evidence for name, fact in findings.facts.items()})
     return Diagnosed(findings, diagnoses, outcomes, judge(diagnoses, values, stopped_early))
 
 

@@ -72,8 +72,14 @@ def explain_rule(loaded: LoadedRule, shown_path: str) -> str:
     if rule.impact is not None:
         out += _block("Impact", f"{rule.impact.ms_per_step} ms per step ({rule.impact.confidence} confidence): "
                                 f"{rule.impact.basis}")
+    if rule.impact is not None and rule.impact.phase:
+        out += _block("Phase", f"{rule.impact.phase}: the gain comes from that phase, and is combined with the "
+                               "other gains of that phase")
     if rule.escalate:
         out += _block("Next", f"escalates to {rule.escalate}")
+    if rule.refines:
+        out += _block("Refines", "; ".join(f"{r.rule} when {r.when}" for r in rule.refines)
+                      + ": shown inside that diagnosis, not as its own")
     out.append("")
     for name in ("what", "where", "why", "fix"):
         out += _block(name.capitalize(), getattr(rule, name))

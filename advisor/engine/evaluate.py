@@ -7,7 +7,12 @@ For each active rule:
 - When it fires, the severity tiers pick a level, ``impact.ms_per_step``
   gives the time per step the fix should give back (clamped to the step
   time, and to zero from below), the texts are rendered with the run's
-  numbers, and ``evidence`` (a list of records) is attached.
+  numbers, and ``evidence`` (a list of records) is attached. ``impact.phase``
+  names the phase the gain comes from; ``stages`` lists the stages whose
+  facts the diagnosis read.
+- A deeper-stage diagnosis whose ``refines`` names an earlier diagnosis of
+  this run, with its condition true, becomes a section of that diagnosis
+  instead of an entry of its own (:mod:`advisor.engine.story`).
 
 An expression that fails on this run's values (a type error, say) is an
 ``error`` outcome with the message: the run goes on and the report shows it.
@@ -21,6 +26,7 @@ from typing import Any
 
 from advisor.engine.rulebook import LoadedRule
 from advisor.engine.schema import Rule, Severity
+from advisor.engine.story import refine, stages_of
 from advisor.errors import ExpressionError
 from advisor.expr.expression import Absent, Environment
 
@@ -46,6 +52,9 @@ class Diagnosis:
     fix: str
     fix_code: str = ""
     escalate: str | None = None
+    phase: str | None = None
+    stages: list[str] = field(default_factory=list)
+    refinements: list[dict[str, Any]] = field(default_factory=list)
     knowledge: list[str] = field(default_factory=list)
     references: list[str] = field(default_factory=list)
     evidence: list[dict[str, Any]] = field(default_factory=list)
@@ -93,14 +102,16 @@ def evaluate_rule(loaded: LoadedRule | Rule, values: Mapping[str, Any] | Environ
         return Outcome(rule.id, "error", f"`when`: {exc.message}"), None
     if not fired:
         return Outcome(rule.id, "quiet"), None
+    references = compiled.references()
     diagnosis = Diagnosis(
         rule_id=rule.id, name=rule.name, stage=rule.stage, severity=_severity(rule, env),
         impact_ms=_impact(compiled.impact, env, step_ms), confidence=rule.impact.confidence if rule.impact else "low",
         impact_basis=rule.impact.basis if rule.impact else "",
         **{k: t.render(env) for k, t in compiled.texts.items()},
-        fix_code=rule.fix_code.strip("\n"), escalate=rule.escalate, knowledge=list(rule.knowledge),
+        fix_code=rule.fix_code.strip("\n"), escalate=rule.escalate, phase=_phase(compiled.phase, env),
+        stages=stages_of(references, rule.stage), knowledge=list(rule.knowledge),
         references=list(rule.references), evidence=_evidence(compiled.evidence, env),
-        facts=_facts_used(compiled.references(), env), status=rule.status, source=source,
+        facts=_facts_used(references, env), status=rule.status, source=source,
     )
     return Outcome(rule.id, "fired"), diagnosis
 
@@ -128,6 +139,16 @@ def _impact(expr: Any, env: Environment, step_ms: float | None) -> float | None:
         return None
     value = max(float(value), 0.0)
     return min(value, step_ms) if step_ms else value
+
+
+def _phase(expr: Any, env: Environment) -> str | None:
+    if expr is None:
+        return None
+    try:
+        value = expr.evaluate(env)
+    except (Absent, ExpressionError):
+        return None
+    return value if isinstance(value, str) and value else None
 
 
 def _evidence(expr: Any, env: Environment) -> list[dict[str, Any]]:
@@ -159,8 +180,10 @@ def _facts_used(names: Iterable[str], env: Environment) -> dict[str, Any]:
 
 def evaluate_rules(rules: Iterable[LoadedRule], values: Mapping[str, Any],
                    step_ms: float | None = None) -> tuple[list[Diagnosis], list[Outcome]]:
-    """Evaluate every rule; diagnoses come ranked by the time they should give back, then severity."""
+    """Evaluate every rule; diagnoses come ranked by the time they should give back, then severity, with
+    the deeper-stage diagnoses that refine an earlier one folded into it."""
     env = Environment(values)
+    rules = list(rules)
     diagnoses: list[Diagnosis] = []
     outcomes: list[Outcome] = []
     for loaded in rules:
@@ -168,5 +191,7 @@ def evaluate_rules(rules: Iterable[LoadedRule], values: Mapping[str, Any],
         outcomes.append(outcome)
         if diagnosis is not None:
             diagnoses.append(diagnosis)
+    # a deeper stage that explains an earlier diagnosis is told inside it, not beside it
+    diagnoses = refine(diagnoses, outcomes, {r.rule.id: r.rule for r in rules}, env)
     diagnoses.sort(key=lambda d: (-(d.impact_ms or 0.0), -d.severity_rank, d.rule_id))
     return diagnoses, outcomes

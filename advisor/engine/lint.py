@@ -13,6 +13,9 @@ unsafe YAML and expressions that do not parse), lint checks:
   facts of the right type, and which put every threshold's fact just either
   side of the threshold;
 - the knowledge entries it names exist, and built-in rules name at least one;
+- each rule a ``refines`` entry names exists among the rules loaded with it,
+  is enabled, and belongs to an earlier stage; the ``refines.when``
+  condition reads only facts and ``refined.*`` (:data:`REFINED_NAMES`);
 - knowledge entries have every section (:mod:`advisor.knowledge`);
 - every built-in knowledge entry is detected (a built-in rule names it in
   its ``knowledge`` list) or says, in a ``detection`` marker, which data a
@@ -33,6 +36,7 @@ from typing import Any
 from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import all_specs
 from advisor.engine.rulebook import LoadedRule, parse_rule_file, rule_files, user_rule_dirs
+from advisor.engine.schema import REFINED_NAMES
 from advisor.engine.shapes import Catalog, Threshold, check_expression
 from advisor.errors import RuleError
 from advisor.expr.values import is_number
@@ -91,6 +95,7 @@ def lint(paths: Iterable[Path] = (), user_dirs: Iterable[Path] = (), *, env: boo
                 report.problems += check_rule(rule, catalog, known_entries)
         report.problems += _duplicates(loaded)
         report.rules += loaded
+    report.problems += refinement_problems(report.rules, _builtin_rules() if paths else [])
     if not paths:
         named = {name for item in report.rules if item.builtin for name in item.rule.knowledge}
         report.coverage = coverage_problems(entries, named)
@@ -201,11 +206,47 @@ def check_rule(loaded: LoadedRule, catalog: Catalog, known_entries: Iterable[str
     return problems
 
 
+def _builtin_rules() -> list[LoadedRule]:
+    """The built-in rules, which a user's rule may refine, when only the user's files are linted."""
+    return [r for r in (parse_rule_file(p, True)[0] for p in rule_files(rules_dir())) if r is not None]
+
+
+def refinement_problems(loaded: Iterable[LoadedRule], also: Iterable[LoadedRule] = ()) -> list[RuleError]:
+    """``refines`` entries that name no enabled rule of an earlier stage among ``loaded`` and ``also``."""
+    loaded = list(loaded)
+    by_id = {item.rule.id: item.rule for item in [*also, *loaded]}
+    problems = []
+    for item in loaded:
+        rule = item.rule
+        if rule.status == "disabled":
+            continue
+        for i, entry in enumerate(rule.refines):
+            line = item.line_of("refines", i, "rule") or item.line_of("refines")
+            target = by_id.get(entry.rule)
+            if target is None or target.status == "disabled":
+                problems.append(RuleError(item.path, line, f"`refines[{i}].rule`: no enabled rule {entry.rule} "
+                                                           "is loaded with this one"))
+            elif STAGES.index(target.stage) >= STAGES.index(rule.stage):
+                problems.append(RuleError(item.path, line, f"`refines[{i}].rule`: {entry.rule} is a {target.stage} "
+                                                           f"rule; a {rule.stage} rule can only refine a diagnosis "
+                                                           "of an earlier stage"))
+    return problems
+
+
+_REFINED_SPECS = {n: FactSpec(n, "text", meaning) for n, meaning in REFINED_NAMES.items()}
+
+
+def _with_refined(catalog: Catalog) -> Catalog:
+    return Catalog({**catalog.specs, **_REFINED_SPECS})
+
+
 def expression_problems(loaded: LoadedRule, catalog: Catalog) -> list[RuleError]:
     """Unknown facts, columns and misused tables in every expression and text of the rule."""
     problems = []
+    refined = _with_refined(catalog) if loaded.rule.refines else catalog
     for loc, expr in loaded.rule.compiled().expressions():
-        found, _ = check_expression(expr.tree, catalog, evidence=loc == ("evidence",))
+        scope = refined if loc[0] == "refines" else catalog
+        found, _ = check_expression(expr.tree, scope, evidence=loc == ("evidence",))
         for problem in found:
             problems.append(RuleError(loaded.path, loaded.line_of(*loc), f"`{_dotted(loc)}`: {problem.message}"))
     return problems
@@ -224,10 +265,18 @@ def _test_problems(loaded: LoadedRule, catalog: Catalog) -> list[RuleError]:
             line = loaded.line_of("tests") or loaded.line_of("id")
             problems.append(RuleError(path, line, f"needs a test case that {'fires' if needed == 'fires' else 'stays quiet'}"
                                                   f" (tests: - {{name: ..., expect: {needed}, facts: {{...}}}})"))
+    if rule.refines and not {"yes", "no"} <= {"yes" if c.refines else "no" for c in rule.tests
+                                               if c.refines is not None}:
+        problems.append(RuleError(path, loaded.line_of("refines"), "needs a test case that refines "
+                                  f"{rule.refines[0].rule} (refines: {rule.refines[0].rule}) and one that fires "
+                                  "on its own (refines: \"\")"))
     for i, case in enumerate(rule.tests):
+        if case.refines and case.refines not in {r.rule for r in rule.refines}:
+            problems.append(RuleError(path, loaded.line_of("tests", i, "refines"),
+                                      f"`tests[{i}].refines`: the rule's `refines` does not name {case.refines}"))
         for name, value in case.facts.items():
             line = loaded.line_of("tests", i, "facts", name)
-            spec = catalog.specs.get(name)
+            spec = catalog.specs.get(name) or (_REFINED_SPECS.get(name) if rule.refines else None)
             if spec is None:
                 problems.append(RuleError(path, line, f"`tests[{i}].facts`: unknown fact `{name}`"
                                                       f"{catalog.suggest(name)}"))

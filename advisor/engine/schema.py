@@ -12,6 +12,7 @@ One rule per YAML file, ``rules/<stage>/<ID>-<name>.yaml``::
       ms_per_step: phases.dataloader.ms * 0.8
       basis: workers overlap loading with compute; most of the wait goes away
       confidence: medium            # low | medium | high
+      phase: dataloader             # optional: the phase of the step the gain comes from
     what: "The training loop waits {{ ms(phases.dataloader.ms) }} per step for data."
     where: "{{ dataloader.site }}"
     why: ...
@@ -19,6 +20,8 @@ One rule per YAML file, ``rules/<stage>/<ID>-<name>.yaml``::
     fix_code: |                     # optional snippet, shown as code
       DataLoader(ds, num_workers=4, pin_memory=True, persistent_workers=True)
     escalate: nsys                  # optional: nsys | ncu
+    refines:                        # optional, deeper stages: the earlier diagnosis this one explains
+      - {rule: DL001, when: 'system.osrt.main_top_phase == refined.phase'}
     evidence: lines.top             # optional: a list-valued expression shown as a table
     knowledge: [dataloader-starvation]
     references: [https://pytorch.org/docs/stable/data.html]
@@ -44,11 +47,13 @@ from advisor.errors import ExpressionError
 from advisor.expr.expression import Expression, compile_expression
 from advisor.expr.template import Template
 
-__all__ = ["SEVERITIES", "Impact", "Rule", "RuleTest", "Severity", "SeverityTier"]
+__all__ = ["REFINED_NAMES", "SEVERITIES", "Impact", "Refinement", "Rule", "RuleTest", "Severity", "SeverityTier"]
 
 ID_PATTERN = re.compile(r"^[A-Z]{2,6}\d{3}$")
 URL_PATTERN = re.compile(r"^https?://\S+$")
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+#: a phase named as it is (no dot, so no fact): dataloader, forward, backward, optimizer, other
+PHASE_NAME = re.compile(r"^[a-z][a-z_]*$")
 
 
 class Severity(str, Enum):
@@ -89,8 +94,34 @@ class Impact(BaseModel):
     ms_per_step: str
     basis: str = Field(min_length=1)
     confidence: Literal["low", "medium", "high"] = "medium"
+    #: the phase of the step the gain comes from (dataloader, forward, backward, optimizer, other), or an
+    #: expression naming it: gains of one phase are combined within that phase's time (advisor.engine.story)
+    phase: str | None = None
 
-    _check = field_validator("ms_per_step")(classmethod(lambda cls, v: _expression(v)))
+    _check = field_validator("ms_per_step", "phase")(
+        classmethod(lambda cls, v: None if v is None else _expression(v)))
+
+
+#: what a ``refines.when`` condition can read besides the facts: the refined diagnosis
+REFINED_NAMES = {"refined.phase": "the phase the refined diagnosis's gain comes from (its impact.phase)",
+                 "refined.rule_id": "the id of the refined diagnosis's rule"}
+
+
+class Refinement(BaseModel):
+    """A deeper-stage rule explains an earlier diagnosis: it is shown inside that diagnosis, not beside it."""
+
+    model_config = ConfigDict(extra="forbid")
+    rule: str
+    when: str = "true"
+
+    _check = field_validator("when")(classmethod(lambda cls, v: _expression(v)))
+
+    @field_validator("rule")
+    @classmethod
+    def _rule(cls, v: str) -> str:
+        if not ID_PATTERN.match(v):
+            raise ValueError("must be the id of the rule it refines, like DL001")
+        return v
 
 
 class RuleTest(BaseModel):
@@ -102,10 +133,12 @@ class RuleTest(BaseModel):
     facts: dict[str, Any] = Field(default_factory=dict)
     severity: Severity | None = None
     impact_ms: float | None = None
+    #: the rule whose diagnosis this case's diagnosis refines ("" for none); ``refined.*`` may be given in facts
+    refines: str | None = None
 
     @model_validator(mode="after")
     def _only_when_firing(self) -> RuleTest:
-        given = [f for f in ("severity", "impact_ms") if getattr(self, f) is not None]
+        given = [f for f in ("severity", "impact_ms", "refines") if getattr(self, f) is not None]
         if given and self.expect != "fires":
             raise ValueError(f"`{given[0]}` can only be checked in a case that fires")
         return self
@@ -140,6 +173,7 @@ class Rule(BaseModel):
     fix: str = ""
     fix_code: str = ""
     escalate: Literal["nsys", "ncu"] | None = None
+    refines: list[Refinement] = Field(default_factory=list)
     evidence: str | None = None
     knowledge: list[str] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
@@ -153,6 +187,11 @@ class Rule(BaseModel):
         if not isinstance(v, (str, list)):
             raise ValueError(f"must be one of {', '.join(SEVERITIES)}, or a list of {{level, when}} tiers")
         return v
+
+    @field_validator("refines", mode="before")
+    @classmethod
+    def _one_or_more(cls, v: Any) -> Any:
+        return [v] if isinstance(v, dict) else v
 
     @field_validator("knowledge")
     @classmethod
@@ -233,6 +272,11 @@ class CompiledRule:
     def __init__(self, rule: Rule) -> None:
         self.when: Expression = compile_expression(rule.when)
         self.impact: Expression | None = compile_expression(rule.impact.ms_per_step) if rule.impact else None
+        phase = rule.impact.phase if rule.impact else None
+        if phase and PHASE_NAME.match(phase):  # a bare name is the phase itself: `phase: dataloader`
+            phase = f'"{phase}"'
+        self.phase: Expression | None = compile_expression(phase) if phase else None
+        self.refines: list[Expression] = [compile_expression(r.when) for r in rule.refines]
         self.evidence: Expression | None = compile_expression(rule.evidence) if rule.evidence else None
         self.tiers: list[tuple[Severity, Expression]] = (
             [(t.level, compile_expression(t.when)) for t in rule.severity]
@@ -247,6 +291,10 @@ class CompiledRule:
             yield ("severity", i, "when"), expr
         if self.impact is not None:
             yield ("impact", "ms_per_step"), self.impact
+        if self.phase is not None:
+            yield ("impact", "phase"), self.phase
+        for i, expr in enumerate(self.refines):
+            yield ("refines", i, "when"), expr
         if self.evidence is not None:
             yield ("evidence",), self.evidence
         for name, template in self.texts.items():
@@ -256,7 +304,7 @@ class CompiledRule:
     def references(self) -> set[str]:
         """Every fact name the rule reads."""
         names = set(self.when.references())
-        for expr in (self.impact, self.evidence, *(e for _, e in self.tiers)):
+        for expr in (self.impact, self.phase, self.evidence, *(e for _, e in self.tiers)):
             if expr is not None:
                 names |= expr.references()
         for template in self.texts.values():

@@ -3,7 +3,9 @@
 Each case gives fact values and says whether the rule ``fires``, stays
 ``quiet``, or is ``not_applicable`` (a fact it reads is missing), and, for a
 case that fires, optionally which severity and how many ms per step it
-estimates. A case that fires also renders the rule's texts strictly, so a
+estimates, and which earlier diagnosis it refines (``refines: DL001``, or
+``""`` for none; the refined diagnosis's ``refined.phase`` goes in the
+facts). A case that fires also renders the rule's texts strictly, so a
 text that fails on real values (``pct()`` of a string, say) fails the test
 instead of showing ``n/a`` in a user's report.
 """
@@ -11,11 +13,12 @@ instead of showing ``n/a`` in a user's report.
 from __future__ import annotations
 
 import math
+from collections import ChainMap
 from dataclasses import dataclass
 
 from advisor.engine.evaluate import evaluate_rule
 from advisor.engine.rulebook import LoadedRule
-from advisor.engine.schema import RuleTest
+from advisor.engine.schema import Rule, RuleTest
 from advisor.errors import ExpressionError
 from advisor.expr.expression import Absent, Environment
 
@@ -64,6 +67,10 @@ def _check_case(loaded: LoadedRule, case: RuleTest) -> list[str]:
     if case.impact_ms is not None and not _close(diagnosis.impact_ms, case.impact_ms):
         problems.append(f"expected an impact of {case.impact_ms:g} ms per step, got {diagnosis.impact_ms}")
     env = Environment(case.facts)
+    if case.refines is not None:
+        refined = _refined(loaded.rule, env)
+        if refined != case.refines:
+            problems.append(f"expected it to refine {case.refines or 'nothing'}, got {refined or 'nothing'}")
     compiled = loaded.rule.compiled()
     for name, expr in (("impact.ms_per_step", compiled.impact), ("evidence", compiled.evidence)):
         try:
@@ -79,6 +86,22 @@ def _check_case(loaded: LoadedRule, case: RuleTest) -> list[str]:
         except ExpressionError as exc:
             problems.append(f"`{name}` text fails: {exc.message}")
     return problems
+
+
+def _refined(rule: Rule, env: Environment) -> str:
+    """The first rule of ``refines`` whose condition holds on the case's facts ("" for none); a case that gives
+    ``refined.rule_id`` has only that rule's diagnosis to refine."""
+    present = env.values.get("refined.rule_id")
+    for entry, expr in zip(rule.refines, rule.compiled().refines):
+        if present is not None and entry.rule != present:
+            continue
+        scope = Environment(ChainMap({"refined.rule_id": entry.rule}, env.values))  # type: ignore[arg-type]
+        try:
+            if expr.evaluate(scope):
+                return entry.rule
+        except (Absent, ExpressionError):
+            continue
+    return ""
 
 
 def _close(actual: float | None, expected: float) -> bool:

@@ -6,10 +6,12 @@ Markdown, HTML and terminal renderers all read that dict, so they say the
 same thing. ``advisor report RUN_DIR`` rebuilds it without profiling again.
 
 Keys: ``run`` (run.json), ``verdict``, ``summary`` (step time, phases, the
-ranked diagnoses in one line each), ``diagnoses`` (each with ``sources``,
-``module``, ``knowledge`` entries, ``evidence_facts`` (name, value, unit, and
-the ``function`` that computed it and ``where`` it is), ``evidence_code`` (those
-functions, once each) and ``fix_short``),
+ranked diagnoses in one line each, ``combined``: the sentence on what the fixes
+give back together), ``diagnoses`` (each with ``sources``, ``module``,
+``knowledge`` entries, ``evidence_facts`` (name, value, unit, and the
+``function`` that computed it and ``where`` it is), ``evidence_code`` (those
+functions, once each), ``fix_short`` and ``chain``, its story across the stages:
+:mod:`advisor.report.story`),
 ``facts`` and ``units`` (by fact name), ``findings``, ``outcomes``, ``charts``
 (:class:`~advisor.report.charts.Chart`), ``trail`` (see
 :mod:`advisor.report.trail`), ``environment``, ``reproduce`` and ``artifacts``.
@@ -28,6 +30,7 @@ from advisor.knowledge import find_entry, parse_entry
 from advisor.report.artifacts import artifacts, environment
 from advisor.report.charts import rank_times, report_charts, straggler
 from advisor.report.sources import locations, module_path, source_context
+from advisor.report.story import chain, combined_line
 from advisor.report.trail import build_trail
 from advisor.rundir import RunDir
 
@@ -178,6 +181,9 @@ def build_report_data(run: RunDir, charts: bool = True) -> dict[str, Any]:
     roots = [Path(p) for p in meta.get("source_roots", [])]
     diagnoses = _diagnoses(diagnosed.get("diagnoses", []), facts, units, roots, _fact_codes(findings))
     trail = build_trail(meta, diagnoses, draw_graph=charts)
+    for view in diagnoses:
+        view["chain"] = chain(view, trail["stages"], meta, str(run.path.resolve()), units, facts.get("trace.has_gpu"))
+    verdict = diagnosed.get("verdict", {})
     drawn = report_charts(facts) if charts else []
     expected = ["report.md", "report.html", *(f"charts/{c.id}.svg" for c in [*drawn, trail["chart"]] if c.svg)]
     return {
@@ -185,8 +191,9 @@ def build_report_data(run: RunDir, charts: bool = True) -> dict[str, Any]:
         "generated_at": time.strftime("%Y-%m-%d %H:%M:%S"),
         "run": meta,
         "run_dir": str(run.path.resolve()),
-        "verdict": diagnosed.get("verdict", {}),
-        "summary": _summary(facts, diagnoses),
+        "verdict": verdict,
+        "summary": {**_summary(facts, diagnoses), "combined": combined_line(verdict, diagnoses,
+                                                                             facts.get("steps.time_ms"))},
         "diagnoses": diagnoses,
         "outcomes": diagnosed.get("outcomes", []),
         "facts": facts,

@@ -59,6 +59,30 @@ class Verdict(_Strict):
     status: Literal["slow", "healthy", "inconclusive"]
     headline: str
     missing: list[str] = Field(description="what the data could not support; empty when nothing is missing")
+    combined_impact_ms: Optional[float] = Field(
+        description="the time per step all the fixes give back together, overlapping gains counted once; at most "
+                    "the step time; null when no diagnosis estimates a gain")
+
+
+Stage = Literal["framework", "system", "kernel"]
+
+
+class Refinement(_Strict):
+    """A deeper stage's diagnosis that explains this one, shown inside it (its how or why)."""
+
+    rule_id: str = Field(pattern=r"^[A-Z]{2,6}\d{3}$")
+    name: str
+    stage: Stage
+    tool: str = Field(description="the tool of that stage, e.g. Nsight Systems")
+    severity: Severity
+    impact_ms: Optional[float] = Field(description="that rule's own estimate; not added to the combined gain")
+    what: str
+    where: str
+    why: str
+    fix: str
+    evidence: list[dict[str, Any]] = Field(description="evidence rows (records), at most 20")
+    facts: dict[str, Any] = Field(description="the facts of that stage the rule read, with this run's values")
+    files: list[str] = Field(description="the raw files those facts were measured in")
 
 
 class Diagnosis(_Strict):
@@ -77,6 +101,11 @@ class Diagnosis(_Strict):
     fix: str
     fix_code: str = Field(description="a code snippet of the fix; empty when none")
     escalate: Optional[Literal["nsys", "ncu"]] = Field(description="the next stage this diagnosis asks for")
+    phase: Optional[str] = Field(description="the phase of the step the gain comes from (impact.phase); null when "
+                                             "the gain is not tied to one phase")
+    stages: list[Stage] = Field(description="the stages whose findings it uses, in workflow order")
+    refinements: list[Refinement] = Field(description="deeper stages' diagnoses that explain this one, in stage "
+                                                       "order")
     knowledge: list[str] = Field(description="ids of knowledge entries (knowledge/<id>.md)")
     references: list[str]
     evidence: list[dict[str, Any]] = Field(description="evidence rows (records), at most 20")

@@ -64,6 +64,7 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
             parts.append(Text.assemble(("Why: ", "bold"), _first_sentence(top["why"])))
         gain = f" (gives back ~{fmt_ms(top['impact_ms'])} per step)" if top.get("impact_ms") else ""
         parts.append(Text.assemble(("Do next: ", "bold"), _first_sentence(top.get("fix", "")) + gain))
+        parts += _chain_lines(top)
     else:  # the data cannot support a verdict: what fired is listed, with no advice to act on
         listed = diagnoses[:4]
     for d in listed:
@@ -71,6 +72,9 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
             ("  • ", "dim"), (f"{d['severity']:<8}", _SEVERITY.get(d["severity"], "")),
             f"{d['rule_id']} {textwrap.shorten(_first_sentence(d['what']), 100, placeholder=' ...')}",
         ))
+    combined = (data.get("summary") or {}).get("combined")
+    if combined and status != "inconclusive":
+        parts.append(plain(combined))
     for note in verdict.get("missing", [])[:2]:
         parts.append(plain(f"Note: {note}", "yellow"))
     title = data.get("run", {}).get("title", "advisor")
@@ -86,6 +90,26 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
     if stages is not None:
         console.print(stages)
     console.print(Text.assemble(("Report: ", "bold"), report_path))
+
+
+def _chain_lines(diag: dict[str, Any]) -> list[Text]:
+    """The deeper parts of the top diagnosis's story, one line each: found (with the rule), examined, or not."""
+    lines = []
+    for part in diag.get("chain") or []:
+        if part.get("own") or part["stage"] == "framework":
+            continue
+        label = f"  {part['part']} ({part['tool']}"
+        if part["status"] == "found":  # its where says how in few words; its what is in the report
+            text = part.get("where") or _first_sentence(part.get("what", ""))
+            lines.append(Text.assemble((f"{label}, {part['rule_id']}): ", "bold"),
+                                       textwrap.shorten(text, 100, placeholder=" ...")))
+        elif part["status"] == "examined":
+            lines.append(Text.assemble((f"{label}): ", "bold"), ("examined, nothing further", "dim")))
+        else:
+            why = "the report has the command" if part.get("command") else str(part.get("reason", "")).split(",")[0]
+            why = f" ({why})"
+            lines.append(Text.assemble((f"{label}): ", "bold"), (f"not examined{why}", "dim")))
+    return lines
 
 
 def _stages_line(trail: list[dict[str, Any]]) -> Text | None:

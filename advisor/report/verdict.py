@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from advisor.engine.evaluate import Diagnosis
+from advisor.engine.story import combined_gain
 
 __all__ = ["MIN_STEPS", "NO_STEPS", "UNTRUSTED_SHARE", "Verdict", "judge", "untrusted"]
 
@@ -40,6 +41,8 @@ class Verdict:
     status: str  # slow | healthy | inconclusive
     headline: str
     missing: list[str] = field(default_factory=list)
+    #: what all the fixes give back together, overlaps counted once (advisor.engine.story); at most the step
+    combined_impact_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,7 +73,13 @@ def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
 
 
 def judge(diagnoses: Sequence[Diagnosis], facts: Mapping[str, Any], stopped_early: str | None = None) -> Verdict:
-    """Pick the verdict from the ranked diagnoses and the facts."""
+    """Pick the verdict from the ranked diagnoses and the facts, with the fixes' combined gain."""
+    verdict = _judge(diagnoses, facts, stopped_early)
+    verdict.combined_impact_ms = combined_gain(diagnoses, facts)
+    return verdict
+
+
+def _judge(diagnoses: Sequence[Diagnosis], facts: Mapping[str, Any], stopped_early: str | None) -> Verdict:
     kernel_only = "steps.count" not in facts and any(name.startswith("ncu.") for name in facts)
     missing = [] if kernel_only else _missing_evidence(facts)  # framework checks need framework facts
     if stopped_early:

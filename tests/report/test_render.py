@@ -23,10 +23,11 @@ GFM = MarkdownIt("commonmark", {"html": True}).enable("table")
 
 
 def _long_prose_lines(markdown: str) -> list[str]:
-    """Lines over the width outside code blocks, other than a lone link or image."""
+    """Lines over the width outside code blocks (also those indented into a list item), other than a lone link
+    or image."""
     out, fenced = [], False
     for line in markdown.splitlines():
-        if line.startswith("```"):
+        if line.lstrip(" ").startswith("```"):
             fenced = not fenced
             continue
         if fenced or len(line) <= WIDTH or re.fullmatch(r"(- )?(<\S+>|!\[[^\]]*\]\(\S+\))", line):

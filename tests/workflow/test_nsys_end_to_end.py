@@ -96,11 +96,32 @@ def test_the_waits_behind_the_starvation(escalated) -> None:
     assert waits[("clock_nanosleep", "dataloader")]["calls_per_step"] == pytest.approx(32)
     assert waits[("open64", "dataloader")]["calls_per_step"] == pytest.approx(32)
     assert ("read", "dataloader") in waits
-    diagnoses = _load(run, "diagnoses.json")["diagnoses"]
+
+
+def test_one_bottleneck_one_diagnosis_with_its_system_evidence_inside(escalated) -> None:
+    """DL001 and SYS001 are the same cause seen by two tools: SYS001 is DL001's how, not a second fix."""
+    run, result = escalated
+    diagnosed = _load(run, "diagnoses.json")
+    diagnoses = diagnosed["diagnoses"]
     ids = [d["rule_id"] for d in diagnoses]
-    assert ids[0] == "DL001" and "SYS001" in ids
-    sys001 = next(d for d in diagnoses if d["rule_id"] == "SYS001")
-    assert "clock_nanosleep" in sys001["what"] and "dataloader" in sys001["where"]
+    assert ids[0] == "DL001" and "SYS001" not in ids
+    dl001 = diagnoses[0]
+    assert dl001["stages"] == ["framework", "system"] and dl001["phase"] == "dataloader"
+    (how,) = [r for r in dl001["refinements"] if r["stage"] == "system"]
+    assert how["rule_id"] == "SYS001" and how["tool"] == "Nsight Systems"
+    assert "clock_nanosleep" in how["what"] and "dataloader" in how["where"]
+    assert how["facts"]["system.osrt.main_top_phase"] == "dataloader" and how["files"] == ["system/report.sqlite"]
+    assert any(r["call"] == "clock_nanosleep" for r in how["evidence"])
+    outcome = next(o for o in diagnosed["outcomes"] if o["rule_id"] == "SYS001")
+    assert outcome["result"] == "fired" and outcome["reason"].startswith("explains DL001")
+    # the gains add up to no more than the step, and DL001's is counted once
+    step = {f["name"]: f["value"] for f in _load(run, "findings.json")["facts"]}["steps.time_ms"]
+    combined = diagnosed["verdict"]["combined_impact_ms"]
+    assert dl001["impact_ms"] <= combined <= step
+    # the card tells the chain: the how from Nsight Systems, the why not examined
+    flat = " ".join(result.stdout.replace("│", " ").split())
+    assert "How (Nsight Systems, SYS001): the dataloader phase of the main thread, in clock_nanosleep" in flat
+    assert "Why (Nsight Compute): not examined" in flat
 
 
 def test_the_report_shows_what_the_system_stage_added(escalated) -> None:
@@ -111,9 +132,17 @@ def test_the_report_shows_what_the_system_stage_added(escalated) -> None:
     assert "### What the CPU threads wait on (OS runtime calls)" in report
     assert re.search(r"\| main +\| `clock_nanosleep` +\| sleep +\| dataloader +\|", report)
     assert "SYS001 training-thread-blocked-in-os-calls" in report
+    story = report.split("### 1. DL001 dataloader-starvation", 1)[1].split("\n### 2.", 1)[0]
+    assert "- **How**, system (Nsight Systems), SYS001: Under Nsight Systems the training thread" in story
+    assert "`system/report.sqlite`" in story and "`clock_nanosleep`" in story
+    assert "- **Why**, kernel (Nsight Compute): not examined;" in story
+    facts = {f["name"]: f["value"] for f in _load(run, "findings.json")["facts"]}
+    if facts.get("trace.has_gpu") is False:  # no kernel to profile, so no ncu command to offer
+        assert "the run launched no GPU kernels" in story and "ncu --set full" not in story
     assert re.search(r"\| system +\| ran +\|", report)
     html = (run / "report.html").read_text()
     assert 'id="system"' in html and "clock_nanosleep" in html
+    assert 'id="SYS001-system"' in html and 'href="#SYS001"' not in html
 
 
 def test_without_nsys_the_stage_is_skipped_and_its_command_merges_back(tmp_path) -> None:
