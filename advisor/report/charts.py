@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from advisor.report.svg import Bar, Row, bar_chart, stacked
+from advisor.report.svg import Bar, Point, Row, bar_chart, log_scatter, stacked
 from advisor.units import fmt_ms
 
 __all__ = ["PHASE_COLORS", "Chart", "compare_chart", "label", "report_charts"]
@@ -247,6 +247,43 @@ def compare_chart(phases: Sequence[Mapping[str, Any]], names: tuple[str, str] = 
     return chart
 
 
+#: operator categories of ops.efficiency, by color
+CATEGORY_COLORS = {"GEMM": "#4c78a8", "CONV": "#72b7b2", "SDPA": "#e45756", "NORM": "#54a24b",
+                   "elementwise": "#f2cf5b", "reduce": "#b279a2", "triton": "#9d755d"}
+
+
+def _category_color(category: str) -> str:
+    return next((c for k, c in CATEGORY_COLORS.items() if category.startswith(k)), "#b0b0b0")
+
+
+def roofline_chart(facts: Mapping[str, Any]) -> Chart:
+    """The modelled operators on the GPU's roofline: FLOP per byte against achieved TFLOP/s, area by time."""
+    chart = Chart("roofline", "Operators against the roofline",
+                  "Each operator and shape as a circle (area: its kernel time): its FLOP per byte moved against its "
+                  "achieved TFLOP/s, under the GPU's memory slope and compute peak.")
+    points = []
+    for row in _rows(facts.get("ops.efficiency")):
+        gflops, mbytes, tflops = _num(row.get("gflops")), _num(row.get("mbytes")), _num(row.get("tflops_s"))
+        ms = _num(row.get("ms_per_step")) or _num(row.get("kernel_ms"))
+        if not (gflops and mbytes and tflops and ms):
+            continue
+        category = str(row.get("category") or "")
+        share = _num(row.get("roofline_share"))
+        tip = (f"{row.get('op')} {row.get('shape') or ''} {row.get('dtype') or ''}: {fmt_ms(ms)} per step, "
+               f"{tflops:.3g} TFLOP/s" + (f", {share:.0%} of its roofline" if share is not None else ""))
+        points.append(Point(gflops * 1e9 / (mbytes * 2**20), tflops, ms, _category_color(category), tip))
+    if not points:
+        chart.missing = "no operator with a FLOP and byte model (ops.efficiency: a trace recorded with shapes)"
+        return chart
+    tb_s, peak = _num(facts.get("roofline.memory_tb_s")), _num(facts.get("roofline.peak_tflops"))
+    roofs = [(f"{facts.get('roofline.gpu')} ({facts.get('roofline.peak_dtype')} peak {peak:g} TFLOP/s, "
+              f"{tb_s:g} TB/s)", tb_s, peak)] if tb_s and peak else []
+    seen = sorted({_category_color(str(r.get("category") or "")) for r in _rows(facts.get("ops.efficiency"))})
+    legend = [(name, color) for name, color in [*CATEGORY_COLORS.items(), ("other", "#b0b0b0")] if color in seen]
+    chart.svg = log_scatter(points, "FLOP per byte moved", "TFLOP/s", chart.title, roofs, legend)
+    return chart
+
+
 def report_charts(facts: Mapping[str, Any]) -> list[Chart]:
     """The charts of a run report, in the order they appear."""
     return [
@@ -254,5 +291,6 @@ def report_charts(facts: Mapping[str, Any]) -> list[Chart]:
         gpu_chart(facts),
         top_chart(facts, "kernels.top", "ms", "kernels", "Top GPU kernels"),
         top_chart(facts, "ops.top", "self_ms", "operators", "Top operators by self time"),
+        roofline_chart(facts),
         rank_chart(facts),
     ]

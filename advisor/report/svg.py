@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from xml.sax.saxutils import escape
 
-__all__ = ["Bar", "Row", "bar_chart", "esc", "nice_ticks"]
+__all__ = ["Bar", "Point", "Row", "bar_chart", "esc", "log_scatter", "nice_ticks"]
 
 FONT = "DejaVu Sans, Helvetica, Arial, sans-serif"
 #: estimated width of one character at the 11 px font, and of a label column's characters
@@ -151,6 +151,76 @@ def bar_chart(rows: Sequence[Row], xlabel: str, legend: Sequence[tuple[str, str]
                     body.append(line(left + end * scale, mid - thick / 3, left + end * scale, mid + thick / 3, "#333333"))
             if bar.note:
                 body.append(text(left + bar.end * scale + 4, yb + thick / 2, bar.note, size=10))
+    x = left
+    for name, color in legend:
+        body.append(rect(x, 9, 12, 12, color))
+        body.append(text(x + 16, 15, name, size=11))
+        x += 28 + len(name) * CHAR_W
+    return document(WIDTH, height, body, title)
+
+
+@dataclass
+class Point:
+    """A point of a scatter: where, its area in proportion to ``weight``, its color and tooltip."""
+
+    x: float
+    y: float
+    weight: float
+    color: str
+    tip: str
+
+
+def _decades(values: Sequence[float]) -> tuple[int, int]:
+    lo, hi = min(values), max(values)
+    return math.floor(math.log10(lo)), max(math.ceil(math.log10(hi)), math.floor(math.log10(lo)) + 1)
+
+
+def log_scatter(points: Sequence[Point], xlabel: str, ylabel: str, title: str = "",
+                roofs: Sequence[tuple[str, float, float]] = (), legend: Sequence[tuple[str, str]] = ()) -> str:
+    """Points on log-log axes, with roofline ceilings: ``roofs`` are ``(name, TB/s, TFLOP/s peak)``, drawn
+    as the memory slope ``y = TB/s * x`` up to the flat compute peak."""
+    xs = [p.x for p in points if p.x > 0]
+    ys = [p.y for p in points if p.y > 0] + [peak for _, _, peak in roofs]
+    x0, x1 = _decades(xs)
+    y0, y1 = _decades(ys)
+    left, right, top, bottom = 64.0, 20.0, 30.0 if legend else 14.0, 46.0
+    plot_w, plot_h = WIDTH - left - right, 300.0
+    height = top + plot_h + bottom
+
+    def px(x: float) -> float:
+        return left + (math.log10(x) - x0) / (x1 - x0) * plot_w
+
+    def py(y: float) -> float:
+        return top + plot_h - (math.log10(y) - y0) / (y1 - y0) * plot_h
+
+    body: list[str] = []
+    for d in range(x0, x1 + 1):
+        body.append(line(px(10.0 ** d), top, px(10.0 ** d), top + plot_h, GRID))
+        body.append(text(px(10.0 ** d), top + plot_h + 12, f"{10.0 ** d:g}", size=10, anchor="middle", fill=AXIS))
+    for d in range(y0, y1 + 1):
+        body.append(line(left, py(10.0 ** d), left + plot_w, py(10.0 ** d), GRID))
+        body.append(text(left - 6, py(10.0 ** d), f"{10.0 ** d:g}", size=10, anchor="end", fill=AXIS))
+    body.append(line(left, top + plot_h, left + plot_w, top + plot_h))
+    body.append(line(left, top, left, top + plot_h))
+    body.append(text(left + plot_w / 2, top + plot_h + 32, xlabel, size=11, anchor="middle"))
+    body.append(f'<g transform="translate(14 {_num(top + plot_h / 2)}) rotate(-90)">'
+                + text(0, 0, ylabel, size=11, anchor="middle") + "</g>")
+    for name, tb_s, peak in roofs:
+        knee = peak / tb_s  # FLOP per byte where the memory slope meets the compute peak
+        start = max(10.0 ** x0, 10.0 ** y0 / tb_s)
+        path = (f'<path d="M {_num(px(start))} {_num(py(tb_s * start))} L {_num(px(min(knee, 10.0 ** x1)))} '
+                f'{_num(py(tb_s * min(knee, 10.0 ** x1)))}' + (f' L {_num(px(10.0 ** x1))} {_num(py(peak))}'
+                                                               if knee < 10.0 ** x1 else "")
+                + f'" stroke="#333333" stroke-width="1.5" fill="none"><title>{esc(name)}</title></path>')
+        body.append(path)
+        body.append(text(left + plot_w - 4, py(peak) - 8, name, size=10, anchor="end", fill="#333333"))
+    heaviest = max([p.weight for p in points] + [1e-12])
+    for p in sorted(points, key=lambda q: -q.weight):  # the small ones on top
+        if p.x <= 0 or p.y <= 0:
+            continue
+        radius = 3 + 13 * math.sqrt(p.weight / heaviest)
+        body.append(f'<circle cx="{_num(px(p.x))}" cy="{_num(py(p.y))}" r="{_num(radius)}" fill="{p.color}" '
+                    f'fill-opacity="0.65" stroke="#333333" stroke-width="0.5"><title>{esc(p.tip)}</title></circle>')
     x = left
     for name, color in legend:
         body.append(rect(x, 9, 12, 12, color))

@@ -166,6 +166,8 @@ def test_the_analyzer_reports_the_window_with_the_mi300x_spec(bert: TraceView) -
     assert by_cat["unmodelled"]["roofline_share"] is None and by_cat["unmodelled"]["kernel_ms"] > 0
     assert facts["ops.modelled_share"] == pytest.approx(1 - by_cat["unmodelled"]["share"])
     assert 0 < facts["ops.busy_efficiency"] < facts["ops.roofline_share"] < 1
+    # the chart's roof: BERT runs in bf16, whose MI300X matrix peak the spec table gives
+    assert (facts["roofline.peak_dtype"], facts["roofline.peak_tflops"]) == ("bf16", 1307.4)
 
 
 def test_an_nvidia_device_takes_its_datasheet_roof(bert: TraceView) -> None:

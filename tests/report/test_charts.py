@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from advisor.report.charts import compare_chart, gpu_chart, phase_chart, rank_chart, report_charts, top_chart
+from advisor.report.charts import (compare_chart, gpu_chart, phase_chart, rank_chart, report_charts, roofline_chart,
+                                   top_chart)
 from advisor.report.trail import build_trail
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -77,7 +78,7 @@ def test_rank_chart_needs_two_ranks_and_marks_the_straggler() -> None:
 
 def test_every_chart_says_why_it_is_missing() -> None:
     charts = report_charts({})
-    assert [c.id for c in charts] == ["phases", "gpu", "kernels", "operators", "ranks"]
+    assert [c.id for c in charts] == ["phases", "gpu", "kernels", "operators", "roofline", "ranks"]
     assert all(c.svg is None and c.missing for c in charts)
 
 
@@ -114,3 +115,21 @@ def test_unrecorded_trail_lists_requested_escalations_as_not_run() -> None:
     assert not trail["recorded"]
     assert [(s["stage"], s["status"]) for s in trail["stages"]] == [("framework", "ran"), ("system", "not_run")]
     assert "DL001 asked for nsys" in trail["stages"][1]["reason"]
+
+
+def test_roofline_chart_places_each_operator_under_the_roof() -> None:
+    rows = [{"op": "aten::bmm", "category": "GEMM", "shape": "[[96,3137,64],[96,64,3137]]", "dtype": "bf16",
+             "ms_per_step": 14.5, "gflops": 120.9, "mbytes": 1875.4, "tflops_s": 99.8, "roofline_share": 0.31},
+            {"op": "aten::_softmax", "category": "reduce", "shape": "[[8,12,3137,3137]]", "dtype": "bf16",
+             "ms_per_step": 41.7, "gflops": 2.83, "mbytes": 3603.8, "tflops_s": 0.82, "roofline_share": 0.21},
+            {"op": "aten::relu", "category": "unmodelled", "ms_per_step": 1.0}]  # no model: not a point
+    facts = {"ops.efficiency": rows, "roofline.gpu": "AMD Instinct MI300X", "roofline.memory_tb_s": 5.3,
+             "roofline.peak_tflops": 1307.4, "roofline.peak_dtype": "bf16"}
+    root = _inert(roofline_chart(facts).svg)
+    tips = [el.find(f"{SVG}title").text for el in root.iter(f"{SVG}circle")]
+    assert len(tips) == 2 and tips[0].startswith("aten::_softmax") and "21% of its roofline" in tips[0]  # heaviest first
+    assert "AMD Instinct MI300X (bf16 peak 1307.4 TFLOP/s, 5.3 TB/s)" in _texts(roofline_chart(facts).svg)
+    # without a spec: the points, no roof
+    bare = roofline_chart({"ops.efficiency": rows})
+    assert bare.svg and not any(t.startswith("AMD") for t in _texts(bare.svg))
+    assert "ops.efficiency" in roofline_chart({}).missing

@@ -75,6 +75,9 @@ PROVIDES = (
     FactSpec("roofline.gpu", "text", "the GPU spec the roofline uses ('' when the device is unknown)"),
     FactSpec("roofline.device", "text", "the device name the spec was chosen by"),
     FactSpec("roofline.memory_tb_s", "ratio", "that GPU's memory bandwidth, TB/s"),
+    FactSpec("roofline.peak_dtype", "text", "the data type with the most modelled kernel time"),
+    FactSpec("roofline.peak_tflops", "ratio", "that data type's matrix peak on that GPU, TFLOP/s (the roof of the "
+                                              "roofline chart)"),
     FactSpec("roofline.source", "text", "where the spec's figures come from"),
     FactSpec("roofline.note", "text", "why shares are missing, when they are"),
 )
@@ -148,6 +151,16 @@ def _note(t: pd.DataFrame, spec: GpuSpec | None, device: str, modelled: float) -
     return ""
 
 
+def _peak(t: pd.DataFrame, spec: GpuSpec | None) -> dict[str, Any]:
+    """The matrix peak of the data type with the most modelled kernel time: one roof for the chart."""
+    modelled = t[t["flops"].notna() & t["dtype"].notna() & (t["dtype"] != "")]
+    if modelled.empty:
+        return {}
+    dtype = str(modelled.groupby("dtype")["kernel_ns"].sum().idxmax())
+    peak = spec.peak_tflops("matrix", dtype) if spec else None
+    return {"roofline.peak_dtype": dtype, **({"roofline.peak_tflops": peak} if peak is not None else {})}
+
+
 def _table_rows(t: pd.DataFrame) -> list[dict[str, Any]]:
     keep = list(ROW_COLUMNS)
     head = t.head(TOP_N)[keep].astype(object)
@@ -176,6 +189,7 @@ def roofline(view: TraceView) -> dict[str, Any]:
         "roofline.gpu": spec.name if spec else "",
         "roofline.device": device,
         "roofline.memory_tb_s": spec.memory_tb_s if spec else None,
+        **_peak(t, spec),
         "roofline.source": spec.source if spec else "",
         "roofline.note": _note(t, spec, device, modelled_ns),
     }
