@@ -128,13 +128,18 @@ def _severity(rule: Rule, env: Environment) -> str:
     return min((t.level for t in rule.severity), key=lambda s: s.rank).value
 
 
-def _impact(expr: Any, env: Environment, step_ms: float | None) -> float | None:
+def _value(expr: Any, env: Environment) -> Any:
+    """The expression's value, or None when there is none or it cannot be evaluated on these facts."""
     if expr is None:
         return None
     try:
-        value = expr.evaluate(env)
+        return expr.evaluate(env)
     except (Absent, ExpressionError):
         return None
+
+
+def _impact(expr: Any, env: Environment, step_ms: float | None) -> float | None:
+    value = _value(expr, env)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     value = max(float(value), 0.0)
@@ -142,22 +147,12 @@ def _impact(expr: Any, env: Environment, step_ms: float | None) -> float | None:
 
 
 def _phase(expr: Any, env: Environment) -> str | None:
-    if expr is None:
-        return None
-    try:
-        value = expr.evaluate(env)
-    except (Absent, ExpressionError):
-        return None
+    value = _value(expr, env)
     return value if isinstance(value, str) and value else None
 
 
 def _evidence(expr: Any, env: Environment) -> list[dict[str, Any]]:
-    if expr is None:
-        return []
-    try:
-        value = expr.evaluate(env)
-    except (Absent, ExpressionError):
-        return []
+    value = _value(expr, env)
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list):

@@ -67,6 +67,15 @@ def document(width: float, height: float, body: Sequence[str], title: str = "", 
     return "\n".join(parts) + "\n"
 
 
+def _legend(entries: Sequence[tuple[str, str]], left: float) -> list[str]:
+    """A row of colored squares with their names, above the plot."""
+    out, x = [], left
+    for name, color in entries:
+        out += [rect(x, 9, 12, 12, color), text(x + 16, 15, name, size=11)]
+        x += 28 + len(name) * CHAR_W
+    return out
+
+
 def nice_ticks(top: float, count: int = 5) -> list[float]:
     """Round tick values from 0 to at least ``top``: steps of 1, 2 or 5 times a power of ten."""
     if not top > 0 or math.isinf(top):
@@ -151,11 +160,7 @@ def bar_chart(rows: Sequence[Row], xlabel: str, legend: Sequence[tuple[str, str]
                     body.append(line(left + end * scale, mid - thick / 3, left + end * scale, mid + thick / 3, "#333333"))
             if bar.note:
                 body.append(text(left + bar.end * scale + 4, yb + thick / 2, bar.note, size=10))
-    x = left
-    for name, color in legend:
-        body.append(rect(x, 9, 12, 12, color))
-        body.append(text(x + 16, 15, name, size=11))
-        x += 28 + len(name) * CHAR_W
+    body.extend(_legend(legend, left))
     return document(WIDTH, height, body, title)
 
 
@@ -221,9 +226,5 @@ def log_scatter(points: Sequence[Point], xlabel: str, ylabel: str, title: str = 
         radius = 3 + 13 * math.sqrt(p.weight / heaviest)
         body.append(f'<circle cx="{_num(px(p.x))}" cy="{_num(py(p.y))}" r="{_num(radius)}" fill="{p.color}" '
                     f'fill-opacity="0.65" stroke="#333333" stroke-width="0.5"><title>{esc(p.tip)}</title></circle>')
-    x = left
-    for name, color in legend:
-        body.append(rect(x, 9, 12, 12, color))
-        body.append(text(x + 16, 15, name, size=11))
-        x += 28 + len(name) * CHAR_W
+    body.extend(_legend(legend, left))
     return document(WIDTH, height, body, title)

@@ -159,7 +159,8 @@ def host_threads(view: TraceView) -> dict[str, Any]:
     if _number(at.get("parallel_region_us")) is not None:
         probes.append(float(at["parallel_region_us"]) / 1e3)
     if probes:
-        out.update(_pool_waits(view, float(max([*probes, _small_op_wait_ms(view)]))))
+        ops = _step_ops(view)
+        out.update(_pool_waits(view, float(max([*probes, _small_op_wait_ms(view, ops)])), ops))
     return out
 
 
@@ -172,14 +173,13 @@ def _step_ops(view: TraceView) -> np.ndarray:
     return ops & ~np.where(parent >= 0, probe[np.maximum(parent, 0)], False)
 
 
-def _small_op_wait_ms(view: TraceView) -> float:
+def _small_op_wait_ms(view: TraceView, ops: np.ndarray) -> float:
     """A typical wait of the trace's small operators (ms): for each operator called at least five times in the
     window whose median own time is under 0.1 ms, and under a millisecond in three calls of four, its longest
     own time beyond its median; the median of those that reach a millisecond, where at least two operators
-    do (0 otherwise). A wait
-    for a core hits every kind of operator; one kind that is sometimes long (a copy that is small in most
-    calls and large in a few) is doing work, and the median keeps it from setting the figure."""
-    ops = _step_ops(view)
+    do (0 otherwise). A wait for a core hits every kind of operator; one kind that is sometimes long (a copy
+    that is small in most calls and large in a few) is doing work, and the median keeps it from setting the
+    figure. ``ops``: the rows of :func:`_step_ops`."""
     if not ops.any():
         return 0.0
     own = pd.Series(view.host["self_ns"].to_numpy()[ops] / NS_PER_MS)
@@ -241,13 +241,12 @@ def _threads_text(threads: int, ranks: int, workers: int, wanted: float, cores: 
     return f"{text}, on {cores} usable core{'s' if cores != 1 else ''}"
 
 
-def _pool_waits(view: TraceView, wait_ms: float) -> dict[str, Any]:
+def _pool_waits(view: TraceView, wait_ms: float, ops: np.ndarray) -> dict[str, Any]:
     """The operators of the steps that took a millisecond or more of their own, each counted up to two
     pool waits: with the pool waiting for cores, those are the parallel ones, and most of their time
     is the wait (on two ranks of examples/thread_oversubscription.py, 7% more than the measured gain
     in the median of 12 runs)."""
     host = view.host
-    ops = _step_ops(view)
     own_ms = host["self_ns"].to_numpy() / NS_PER_MS
     waited = ops & (own_ms >= _WAITED_MS)
     steps = max(view.step_count, 1)

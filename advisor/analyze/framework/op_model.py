@@ -67,46 +67,40 @@ def _gemm(b: int, m: int, n: int, k: int, bias_elems: int, bpe_in: int, bpe_out:
     return OpCost("GEMM", float(flops), float(moved), dtype, "matrix")
 
 
+def _matmul(c: OpCall, rank: int, biased: bool) -> OpCost | None:
+    """A[(b,)m,k] @ B[(b,)k,n] from inputs 0 and 1, or 1 and 2 after a bias broadcast to the output."""
+    first = 1 if biased else 0
+    a, b = c.shape(first), c.shape(first + 1)
+    bpe = c.bpe(first)
+    if a is None or b is None or len(a) != rank or len(b) != rank or bpe is None:
+        return None
+    bias = c.shape(0) if biased else None
+    batch = a[0] if rank == 3 else 1
+    return _gemm(batch, a[-2], b[-1], a[-1], prod(bias) if bias else 0, bpe, bpe, c.dtype(first), biased)
+
+
 @register("aten::mm")
 def _mm(c: OpCall) -> OpCost | None:
     """mm(A[m,k], B[k,n])."""
-    a, b = c.shape(0), c.shape(1)
-    bpe = c.bpe(0)
-    if a is None or b is None or len(a) != 2 or len(b) != 2 or bpe is None:
-        return None
-    return _gemm(1, a[0], b[1], a[1], 0, bpe, bpe, c.dtype(0), False)
+    return _matmul(c, 2, biased=False)
 
 
 @register("aten::addmm")
 def _addmm(c: OpCall) -> OpCost | None:
     """addmm(bias, A[m,k], B[k,n], beta, alpha): bias broadcast to [m, n]."""
-    a, b = c.shape(1), c.shape(2)
-    bpe = c.bpe(1)
-    if a is None or b is None or len(a) != 2 or len(b) != 2 or bpe is None:
-        return None
-    bias = c.shape(0)
-    return _gemm(1, a[0], b[1], a[1], prod(bias) if bias else 0, bpe, bpe, c.dtype(1), True)
+    return _matmul(c, 2, biased=True)
 
 
 @register("aten::bmm")
 def _bmm(c: OpCall) -> OpCost | None:
     """bmm(A[b,m,k], B[b,k,n])."""
-    a, b = c.shape(0), c.shape(1)
-    bpe = c.bpe(0)
-    if a is None or b is None or len(a) != 3 or len(b) != 3 or bpe is None:
-        return None
-    return _gemm(a[0], a[1], b[2], a[2], 0, bpe, bpe, c.dtype(0), False)
+    return _matmul(c, 3, biased=False)
 
 
 @register("aten::baddbmm")
 def _baddbmm(c: OpCall) -> OpCost | None:
     """baddbmm(bias, A[b,m,k], B[b,k,n], beta, alpha)."""
-    a, b = c.shape(1), c.shape(2)
-    bpe = c.bpe(1)
-    if a is None or b is None or len(a) != 3 or len(b) != 3 or bpe is None:
-        return None
-    bias = c.shape(0)
-    return _gemm(a[0], a[1], b[2], a[2], prod(bias) if bias else 0, bpe, bpe, c.dtype(1), True)
+    return _matmul(c, 3, biased=True)
 
 
 @register("aten::_scaled_mm")
