@@ -3,75 +3,135 @@
 Some gains depend on what one operator call costs on *this* machine, in *this*
 process (its torch build, its thread settings, the CPU's speed and load): the
 host time autograd adds to each op it records, for example, is what
-``torch.no_grad()`` gives back in an inference loop. A trace shows how many
-such calls a step makes, not what each costs without the profiler, so the
-collector times a few thousand tiny ops of three kinds here and writes the figures into
-``run.json`` (``host_costs``). It takes about 30 ms, outside the recorded
-steps, and never raises into the script.
+``torch.inference_mode()`` gives back in an inference loop. A trace shows how
+many such calls a step makes, not what each costs without the profiler, so the
+collector times small forwards here, with grad mode on and under inference
+mode, and writes the figures into ``run.json`` (``host_costs``). It takes
+about a fifth of a second, outside the recorded steps, and never raises into
+the script.
+
+Two kinds of probe, because neither alone prices a real model's recording:
+
+- a *chain* of one op kind (matrix product, normalisation, pointwise, add),
+  each op fed the previous one's output, as in a network: an op whose input
+  requires grad links its node to that input's and saves it, which costs
+  about twice what the same op on a leaf does. The chains give the ratio
+  between kinds.
+- a *block* of ``nn.Module`` layers (LayerNorm, Linear, GELU, Linear, residual
+  add), several of them deep with their own weights, whose graph is freed
+  after each forward as an inference loop frees it. It gives the level: the
+  chains' per-kind costs are scaled so that they add up to what the block
+  measured (module calls, a graph of real depth and freeing it cost about a
+  third more than the chains show).
+
+Rounds with grad on and off alternate and the fastest of each is kept: other
+processes and threads only ever add time to a round, and alternating keeps a
+change of load from landing on one side only.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import nn
 
 __all__ = ["measure_host_costs"]
 
-_CALLS = 200
 _ROUNDS = 7
+_CHAIN = 16  # ops per chain
+_DEPTH = 6  # blocks per probe forward
+_DIM = 64
 
 
-def _per_call_us(fn: Any, grad: bool) -> float:
-    """The fastest round's time per call of ``fn()``, with grad mode on or off, in microseconds.
+def _alternating_us(fn: Callable[[], Any], calls: int, per_call_ops: int) -> tuple[float, float]:
+    """Microseconds per op of ``fn()`` with grad mode on and under inference mode, fastest round of each."""
+    best = {True: float("inf"), False: float("inf")}
+    for _ in range(_ROUNDS):
+        for grad in (True, False):
+            with torch.inference_mode(not grad):
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    out = fn()
+                    del out  # freeing the graph is part of what recording costs
+                best[grad] = min(best[grad], (time.perf_counter() - t0) / calls / per_call_ops * 1e6)
+    return best[True], best[False]
 
-    The fastest, not the median: other processes and threads only ever add time to a round.
-    """
-    rounds = []
-    with torch.set_grad_enabled(grad):
-        for _ in range(_ROUNDS):
-            t0 = time.perf_counter()
-            for _ in range(_CALLS):
-                fn()
-            rounds.append((time.perf_counter() - t0) / _CALLS * 1e6)
-    return min(rounds)
+
+class _Block(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.up = nn.Linear(dim, 2 * dim)
+        self.down = nn.Linear(2 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(nn.functional.gelu(self.up(self.norm(x))))
 
 
-def _probes() -> dict[str, Any]:
-    """One small op of each kind whose autograd cost differs: what grad mode adds to each is priced apart.
+#: the top-level ops of one block, by the kind that prices them (see advisor/analyze/framework/workload.py)
+_BLOCK_KINDS = {"norm": 1, "matmul": 2, "pointwise": 1, "add": 1}
 
-    A matrix product records its node and a view of the transposed weight and saves both inputs; a
-    normalisation saves its statistics; a pointwise op saves an input. Measured alone, a pointwise op
-    priced a linear layer's recording at a tenth of what it is.
-    """
-    x = torch.randn(8, 64)
-    weight, bias = torch.randn(128, 64, requires_grad=True), torch.zeros(128, requires_grad=True)
-    scale, shift = torch.ones(64, requires_grad=True), torch.zeros(64, requires_grad=True)
-    leaf, other = torch.ones(8, 8, requires_grad=True), torch.ones(8, 8)
+
+def _chains() -> dict[str, Callable[[], torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(8, _DIM, generator=generator)
+    scale = torch.ones(_DIM, requires_grad=True)
+    weights = [(torch.randn(_DIM, _DIM, generator=generator) / _DIM).requires_grad_() for _ in range(_CHAIN)]
+    bias = torch.zeros(_DIM, requires_grad=True)
+    shift = torch.zeros(_DIM, requires_grad=True)
+
+    def chain(step: Callable[[torch.Tensor, int], torch.Tensor]) -> Callable[[], torch.Tensor]:
+        def run() -> torch.Tensor:
+            h = x * scale  # the chain's input is an op's output, as inside a network
+            for i in range(_CHAIN):
+                h = step(h, i)
+            return h
+        return run
+
     return {
-        "pointwise": lambda: torch.mul(leaf, other),
-        "matmul": lambda: torch.nn.functional.linear(x, weight, bias),
-        "norm": lambda: torch.nn.functional.layer_norm(x, (64,), scale, shift),
+        "seed": chain(lambda h, i: h),
+        "matmul": chain(lambda h, i: nn.functional.linear(h, weights[i], bias)),
+        "norm": chain(lambda h, i: nn.functional.layer_norm(h, (_DIM,), scale, shift)),
+        "pointwise": chain(lambda h, i: nn.functional.gelu(h)),
+        "add": chain(lambda h, i: h + h),
     }
 
 
 def measure_host_costs() -> dict[str, Any]:
-    """``dispatch_us``: one small op without autograd; ``autograd_us``: what recording it for autograd adds;
-    ``autograd_us_by_kind``: the same for a pointwise op, a matrix product and a normalisation."""
+    """``dispatch_us``: one small pointwise op without autograd; ``autograd_us``: what recording it adds;
+    ``autograd_us_by_kind``: the same for a matrix product, a normalisation, a pointwise op and an add, at the
+    level a block of layers measured (``autograd_block_us``: per op of the block; ``autograd_block_scale``: the
+    block over the chains)."""
+    t_start = time.perf_counter()
     try:
         # The step boundary may come inside the script's own inference_mode(): leave it for the measurement.
         with torch.inference_mode(False):
-            by_kind: dict[str, float] = {}
-            plain_pointwise = 0.0
-            for kind, fn in _probes().items():
-                _per_call_us(fn, True)  # warm the dispatcher's caches first
-                plain = _per_call_us(fn, False)
-                recorded = _per_call_us(fn, True)
-                by_kind[kind] = round(max(recorded - plain, 0.0), 3)
-                if kind == "pointwise":
-                    plain_pointwise = plain
+            chains = _chains()
+            for fn in chains.values():  # warm the dispatcher's caches first
+                fn()
+            seed_on, seed_off = _alternating_us(chains.pop("seed"), 12, _CHAIN)
+            raw: dict[str, float] = {}
+            plain: dict[str, float] = {}
+            for kind, fn in chains.items():
+                on, off = _alternating_us(fn, 12, _CHAIN)
+                raw[kind] = max(on - off - (seed_on - seed_off), 0.0)  # less the chain's seed op, spread per op
+                plain[kind] = off
+            with torch.random.fork_rng(devices=[]):  # the layers' initialisation leaves the script's RNG as it was
+                torch.manual_seed(0)
+                model = nn.Sequential(*[_Block(_DIM) for _ in range(_DEPTH)])
+                x = torch.randn(8, _DIM)
+            model(x)
+            ops = _DEPTH * sum(_BLOCK_KINDS.values())
+            on, off = _alternating_us(lambda: model(x), 6, ops)
     except (RuntimeError, TypeError):  # a torch without these APIs, or a script's mode that refuses them
         return {}
-    return {"dispatch_us": round(plain_pointwise, 3), "autograd_us": by_kind["pointwise"],
-            "autograd_us_by_kind": by_kind}
+    block = max(on - off, 0.0)
+    predicted = sum(raw[k] * n for k, n in _BLOCK_KINDS.items()) / sum(_BLOCK_KINDS.values())
+    scale = block / predicted if predicted > 0 else 1.0
+    by_kind = {k: round(v * scale, 3) for k, v in raw.items()}
+    return {"dispatch_us": round(plain["pointwise"], 3), "autograd_us": by_kind["pointwise"],
+            "autograd_us_by_kind": by_kind, "autograd_block_us": round(block, 3),
+            "autograd_block_scale": round(scale, 3), "probe_ms": round((time.perf_counter() - t_start) * 1e3, 1)}

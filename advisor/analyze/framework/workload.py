@@ -15,9 +15,9 @@
   comes). ``workload.autograd_nodes_per_step`` counts the graph nodes (one
   per distinct sequence number), and ``workload.autograd_ms`` prices each
   top-level op that recorded at what grad mode adds to an op of its kind
-  (matrix product, normalisation, pointwise) in the run's own process
+  (matrix product, normalisation, pointwise, add) in the run's own process
   (``host_costs`` in run.json, measured by the collector just before the
-  recording): the host time ``torch.no_grad()`` would give back. Traces recorded elsewhere carry no
+  recording): the host time ``torch.inference_mode()`` would give back. Traces recorded elsewhere carry no
   such measurement, so they get the count but not the time.
 """
 
@@ -85,10 +85,16 @@ _NORM_OPS = frozenset({"aten::layer_norm", "aten::native_layer_norm", "aten::bat
                        "aten::instance_norm", "aten::rms_norm"})
 
 
+#: sums save no input for backward, so recording one costs less than another pointwise op's
+_ADD_OPS = frozenset({"aten::add", "aten::sub", "aten::rsub"})
+
+
 def _op_kind(name: str) -> str:
     """Which of the collector's probes (:mod:`advisor.collect.host_costs`) prices this op's recording."""
     if name in _MATMUL_OPS:
         return "matmul"
+    if name in _ADD_OPS:
+        return "add"
     return "norm" if name in _NORM_OPS else "pointwise"
 
 
