@@ -33,7 +33,7 @@ from advisor.analyze.framework.op_model import OpCall, OpCost, model, modelled_n
 from advisor.analyze.framework.per_step import site
 from advisor.analyze.framework.view import TraceView
 
-__all__ = ["COLUMNS", "efficiency_join", "efficiency_table"]
+__all__ = ["COLUMNS", "call_bytes", "efficiency_join", "efficiency_table"]
 
 #: the table's columns, in order
 COLUMNS = ("op", "category", "shape", "dtype", "concrete", "calls", "kernel_ns", "flops", "bytes", "unit",
@@ -91,14 +91,30 @@ class _Calls:
         self.valid[rows] = ok[ids]
 
 
+def _effective(view: TraceView, valid: np.ndarray) -> np.ndarray:
+    """The modelled operator rows with no modelled operator inside them: those whose kernels count."""
+    host = view.host
+    above = intervals.enclosing(host["parent"].to_numpy(), host["depth"].to_numpy(), valid)
+    container = np.zeros(len(host), bool)
+    container[above[valid & (above >= 0)]] = True
+    return valid & ~container
+
+
+def call_bytes(view: TraceView) -> np.ndarray:
+    """Per host row, the bytes one call of it moves (from its shapes), for the modelled operators whose
+    kernels count (the innermost modelled ones, as in the table); NaN on every other row."""
+    calls = _Calls(view)
+    out = np.full(len(view.host), np.nan)
+    rows = np.flatnonzero(_effective(view, calls.valid))
+    out[rows] = [calls.cost[int(k)].bytes for k in calls.key[rows]]
+    return out
+
+
 def _owners(view: TraceView, valid: np.ndarray, op_row: np.ndarray) -> np.ndarray:
     """For each kernel's operator row, the innermost modelled operator at or around it (-1 when none)."""
     host = view.host
     parent, depth = host["parent"].to_numpy(), host["depth"].to_numpy()
-    above = intervals.enclosing(parent, depth, valid)
-    container = np.zeros(len(host), bool)
-    container[above[valid & (above >= 0)]] = True
-    effective = valid & ~container
+    effective = _effective(view, valid)
     around = intervals.enclosing(parent, depth, effective)
     r = np.maximum(op_row, 0)
     owner = np.where(effective[r], r, around[r]) if len(host) else np.full(len(op_row), -1)

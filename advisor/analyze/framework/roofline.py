@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.framework.gpu_spec import GpuSpec, load_specs, spec_for
+from advisor.analyze.framework.gpu_spec import GpuSpec, device_spec
 from advisor.analyze.framework.op_efficiency import efficiency_join
 from advisor.analyze.framework.op_model import CATEGORIES
 from advisor.analyze.framework.per_step import NS_PER_MS
@@ -41,8 +41,6 @@ __all__ = ["Window", "device_spec", "efficiency_frame", "window"]
 TOP_N = 40
 #: kernels offered to the kernel stage
 NCU_CANDIDATES = 10
-#: the run metadata key (``run.json``) of a user's GPU spec table (``--gpu-spec FILE``)
-SPEC_META_KEY = "gpu_spec"
 
 ROW_COLUMNS = {
     "op": "text: operator (the innermost modelled one around the kernels)",
@@ -130,16 +128,6 @@ def window(view: TraceView) -> Window:
         table, kernels, row = efficiency_join(view, spec)
         hit = _WINDOWS[view] = Window(spec, device, _derive(view, table), kernels, row)
     return hit
-
-
-def device_spec(view: TraceView) -> tuple[GpuSpec | None, str]:
-    """The spec of the device with the most GPU time (a user's ``--gpu-spec`` table first), and its name."""
-    path = view.run_meta.get(SPEC_META_KEY)
-    specs = load_specs(path)
-    devices = view.trace.devices
-    device = view.gpu.device
-    chosen = [d for d in devices if d.get("id") == device] or devices
-    return spec_for(chosen, specs)
 
 
 def efficiency_frame(view: TraceView, spec: GpuSpec | None, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
