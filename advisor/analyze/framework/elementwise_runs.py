@@ -132,7 +132,7 @@ def elementwise_runs(view: TraceView) -> dict[str, Any]:
         "elementwise_runs.gain_ms": gain_ms,
         "elementwise_runs.fused_ms": total / steps / NS_PER_MS - gain_ms,
         "elementwise_runs.gain_share": gain_ms / mean if mean else 0.0,
-        "elementwise_runs.where": f"{sites[0]['site']} (in {sites[0]['module']})" if sites[0]["site"] else sites[0]["module"],
+        "elementwise_runs.where": _where(sites[0]),
         "elementwise_runs.sites": records(sites),
     }
 
@@ -145,16 +145,21 @@ def _share(w: Any, rows: np.ndarray, dur: np.ndarray) -> float | None:
     return float((share[known] * weight).sum() / weight.sum()) if known.any() and weight.sum() else None
 
 
-def _sites(view: TraceView, runs: list[np.ndarray], cols: dict[str, np.ndarray], gain: np.ndarray) -> list[dict[str, Any]]:
+def _where(top: dict[str, Any]) -> str:
+    return f"{top['site']} (in {top['module']})" if top["site"] and top["module"] else top["site"] or top["module"]
+
+
+def _sites(view: TraceView, runs: list[np.ndarray], cols: dict[str, np.ndarray],
+           gain: np.ndarray) -> list[dict[str, Any]]:
     """Runs grouped by their operator sequence and the place of their first kernel, most gain first."""
     w = window(view)
     k = w.kernels
     op = w.table["op"].to_numpy(dtype=object)
-    where = [site(str(f), int(n), str(fn)) for f, n, fn in zip(k["src_file"].to_numpy(dtype=object),
-                                                              k["src_line"].to_numpy(), k["src_func"].to_numpy(dtype=object))]
+    files, lines, funcs = (k["src_file"].to_numpy(dtype=object), k["src_line"].to_numpy(),
+                           k["src_func"].to_numpy(dtype=object))
     module = k["module"].to_numpy(dtype=object)
     keys = [(" ".join(str(op[cols["row"][i]]).removeprefix("aten::") for i in r[:10]), str(cols["phase"][r[0]]),
-             where[r[0]]) for r in runs]
+             site(str(files[r[0]]), int(lines[r[0]]), str(funcs[r[0]]))) for r in runs]
     labels = np.array(["\x00".join(key) for key in keys], dtype=object)
     ids, n = group_by.group_ids(labels)
     gains = group_by.sums(ids, n, gain)

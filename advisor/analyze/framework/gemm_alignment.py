@@ -46,7 +46,8 @@ TOP_N = 10
 ROW_COLUMNS = {
     "op": "text: operator", "shape": "text: its Input Dims", "dtype": "text: data type",
     "dims": "text: the dimensions off the multiple, e.g. 'N=30522'", "multiple": "count: the multiple its dtype needs",
-    "ms": "ms: kernel time per step", "share": "fraction: of all compute kernel time", "us_per_call": "us: per call", "gflops": "ratio: GFLOP per call",
+    "ms": "ms: kernel time per step", "share": "fraction: of all compute kernel time", "us_per_call": "us: per call",
+    "gflops": "ratio: GFLOP per call",
     "roofline_share": "fraction: of its roofline",
     "reference_share": "fraction: time-weighted roofline share of the aligned GEMMs of its size and dtype (null: none)",
     "references": "count: how many aligned GEMM shapes that share comes from",
