@@ -18,6 +18,7 @@ from advisor.analyze.framework import gpu_time, host, host_events  # noqa: F401
 from advisor.analyze.kernel import kernels  # noqa: F401
 from advisor.analyze.framework import launch, layout_copies, operators, optimizer, precision  # noqa: F401
 from advisor.analyze.framework import roofline  # noqa: F401
+from advisor.analyze.framework import elementwise_runs, fp32_gemms, gemm_alignment  # noqa: F401
 from advisor.analyze.ranks import host as ranks  # noqa: F401
 from advisor.analyze.framework import source_lines, step_split, sync_causes, syncs  # noqa: F401
 from advisor.analyze.system import cuda_api, gpu_gaps, kernels as system_kernels, osrt, timeline  # noqa: F401

@@ -131,7 +131,7 @@ def test_far_below_roofline_fires_only_on_the_tiny_batched_gemm(views: dict[str,
     """GPU020 on the peer's traces: TimeSformer's time attention multiplies 37,632 matrices of 8 x 64 at 1% of
     the roof in 12% of the kernel time (1.1 ms a call). The other traces' slow operators are short calls
     (BERT-small's attention: 28 us), under a tenth of the kernel time (Qwen's attention: 9%), or above a
-    tenth of the roof (OWLv2's and TimeSformer's softmax over the score matrix: 20-25%, which CPU003
+    tenth of the roof (OWLv2's and TimeSformer's softmax over the score matrix: 20-25%, which GPU021
     covers as unfused attention)."""
     from advisor.engine.evaluate import evaluate_rule
     from advisor.engine.rulebook import RuleBook

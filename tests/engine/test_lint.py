@@ -29,7 +29,7 @@ PENDING = {
     "data-dependent-shape-sync", "ddp-find-unused-parameters", "ddp-gradient-bucketing", "eval-without-no-grad",
     "explicit-cuda-synchronize", "fp16-loss-scaling", "fsdp-prefetch", "gradient-accumulation-no-sync",
     "item-in-training-loop", "nccl-small-messages", "non-contiguous-tensors", "print-tensor-sync",
-    "rank-load-imbalance", "rank0-extra-work", "tensor-shapes-not-multiple-of-8", "tensors-created-on-cpu",
+    "rank-load-imbalance", "rank0-extra-work", "tensors-created-on-cpu",
     "torch-compile-graph-breaks", "torch-compile-recompiles", "unfused-elementwise-chains",
     "variable-shape-reallocation", "zero-grad-set-to-none",
 }

@@ -9,12 +9,15 @@ of each thread, in time order:
     matmul/bmm/einsum → up to 8 ops (scale, mask, casts, views) → softmax
     → up to 4 ops (dropout, casts, views) → matmul/bmm/einsum
 
-all in one nn.Module (or all outside modules). Softmax inside
+all inside the nn.Module the softmax runs in (a dropout module of its own, ``self.attn_drop =
+nn.Dropout(p)``, is inside it), or all outside modules. Softmax inside
 ``scaled_dot_product_attention``'s own math fallback is not outermost, so it
 is never counted. Each chain's time is its forward operators plus the
 backward nodes that autograd ran for them (matched by sequence number), split
 into the two matmuls' part and the *pointwise* part: the scale, mask,
-softmax and dropout passes over the score matrix, forward and backward.
+softmax and dropout passes over the score matrix, forward and backward. A
+dropout counts only when it did work (it called an op of its own): in
+evaluation mode ``F.dropout`` returns its input and launches nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +28,11 @@ import numpy as np
 
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.framework.op_cost import OpRows, backward_nodes, by_site, cost_basis, cost_ns, op_rows, where_text
+from advisor.analyze import intervals
+from advisor.analyze.framework.attention_scores import score_traffic
+from advisor.analyze.framework.gpu_spec import device_spec
 from advisor.analyze.framework.per_step import NS_PER_MS, step_ms
+from advisor.analyze.framework.source_labels import parse_module_name
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import analyzer
 
@@ -59,6 +66,12 @@ PROVIDES = (
     FactSpec("attention.module", "text", "the nn.Module the heaviest chain runs in"),
     FactSpec("attention.where", "text", "the user's lines of the heaviest chains' softmax, up to three"),
     FactSpec("attention.basis", "text", "what the times count: host (CPU op time) or gpu (kernel time)"),
+    FactSpec("attention.pointwise_share", "fraction", "the pointwise time as a share of the step"),
+    FactSpec("attention.scores_shape", "text", "the heaviest chain's score matrix (the softmax input's dims)"),
+    FactSpec("attention.scores_bytes", "bytes", "that matrix's size per call"),
+    FactSpec("attention.scores_tb_s", "ratio", "TB/s the forward passes over the score matrices reach on the GPU "
+             "(their modelled bytes over their kernel time)"),
+    FactSpec("attention.scores_bandwidth_share", "fraction", "that rate over the GPU's memory bandwidth"),
     FactSpec("attention.sites", "table", "hand-written attention chains by the line of their softmax",
              columns=SITE_COLUMNS),
 )
@@ -69,7 +82,9 @@ def find_chains(view: TraceView, ops: OpRows) -> list[tuple[np.ndarray, int]]:
     host = view.host
     top = ops.in_step & host["op_top"].to_numpy() & (host["phase"] != "backward").to_numpy()
     top &= ~view.host_names(lambda n: n.startswith("autograd::"), bool)
-    module = host["module"].cat.codes.to_numpy()
+    names = list(host["module"].cat.categories)
+    outside = host["module"].cat.codes.to_numpy() == (names.index("") if "" in names else -2)
+    inside = _inside_module_of(view)
     tids = host["tid"].to_numpy()
     chains = []
     kinds = np.where(view.host_names(SOFTMAX.__contains__, bool), 2,
@@ -83,9 +98,22 @@ def find_chains(view: TraceView, ops: OpRows) -> list[tuple[np.ndarray, int]]:
             if first < 0 or last < 0:
                 continue
             rows = seq[first:last + 1]
-            if (module[rows] == module[seq[i]]).all():
+            if outside[rows].all() if outside[seq[i]] else inside(rows, int(seq[i])):
                 chains.append((rows, int(seq[i])))
     return chains
+
+
+def _inside_module_of(view: TraceView):  # noqa: ANN202
+    """A test: are all these host rows inside the nn.Module range that encloses row ``softmax``?"""
+    host = view.host
+    is_module = view.host_names(lambda n: parse_module_name(n) is not None, bool)
+    around = intervals.enclosing(host["parent"].to_numpy(), host["depth"].to_numpy(), is_module)
+    ts, end = host["ts"].to_numpy(), host["end"].to_numpy()
+
+    def inside(rows: np.ndarray, softmax: int) -> bool:
+        m = around[softmax]
+        return m >= 0 and bool(((ts[rows] >= ts[m]) & (end[rows] <= end[m])).all())
+    return inside
 
 
 def _nearest(kind: np.ndarray, i: int, step: int, limit: int) -> int:
@@ -118,17 +146,23 @@ def attention(view: TraceView) -> dict[str, Any]:
     other = np.array([sum(row_cost[r] for r in rows.tolist() if ops.names[r] not in MATMUL) for rows, _ in chains])
     total = matmul + other
     softmax_rows = np.array([s for _, s in chains])
-    dropout = np.array([any(ops.names[r] in DROPOUT for r in rows) for rows, _ in chains])
+    worked = np.zeros(len(view.host), bool)
+    worked[ops.parent_op[ops.parent_op >= 0]] = True  # an op that called another did work
+    dropout = np.array([any(ops.names[r] in DROPOUT and worked[r] for r in rows) for rows, _ in chains])
     masked = np.array([any(ops.names[r] in MASK for r in rows[rows < s]) for rows, s in chains])
     sites = by_site(view, softmax_rows, total, {"dropout": dropout.astype(object)}, sums={"pointwise_ms": other})
     ms = float(total.sum()) / steps / NS_PER_MS
     mean = step_ms(view)
+    pointwise_ms = float(other.sum()) / steps / NS_PER_MS
     return {
+        **_scores(view, chains, [rows[~np.isin(ops.names[rows], list(MATMUL))] for rows, _ in chains],
+                  int(np.argmax(total))),
+        "attention.pointwise_share": pointwise_ms / mean if mean else 0.0,
         "attention.unfused_per_step": len(chains) / steps,
         "attention.ms": ms,
         "attention.share": ms / mean if mean else 0.0,
         "attention.matmul_ms": float(matmul.sum()) / steps / NS_PER_MS,
-        "attention.pointwise_ms": float(other.sum()) / steps / NS_PER_MS,
+        "attention.pointwise_ms": pointwise_ms,
         "attention.pointwise_dropout_ms": float(other[dropout].sum()) / steps / NS_PER_MS,
         "attention.pointwise_unmasked_ms": float(other[~dropout & ~masked].sum()) / steps / NS_PER_MS,
         "attention.dropout": bool(dropout.any()),
@@ -137,3 +171,15 @@ def attention(view: TraceView) -> dict[str, Any]:
         "attention.basis": cost_basis(view),
         "attention.sites": records(sites),
     }
+
+
+def _scores(view: TraceView, chains: list[tuple[np.ndarray, int]], pointwise: list[np.ndarray],
+            heaviest: int) -> dict[str, Any]:
+    """The score-matrix facts (:mod:`.attention_scores`); the bandwidth only on a GPU trace."""
+    t = score_traffic(view, chains, pointwise, heaviest)
+    out: dict[str, Any] = {"attention.scores_shape": t.shape, "attention.scores_bytes": t.nbytes}
+    if cost_basis(view) == "gpu" and t.tb_s is not None:
+        spec, _ = device_spec(view)
+        out["attention.scores_tb_s"] = t.tb_s
+        out["attention.scores_bandwidth_share"] = t.tb_s / spec.memory_tb_s if spec else None
+    return out

@@ -12,13 +12,19 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from advisor.errors import InputError
 
-__all__ = ["BUILTIN", "GpuSpec", "load_specs", "spec_for"]
+if TYPE_CHECKING:
+    from advisor.analyze.framework.view import TraceView
+
+__all__ = ["BUILTIN", "SPEC_META_KEY", "GpuSpec", "device_spec", "load_specs", "spec_for"]
+
+#: the run metadata key (``run.json``) of a user's GPU spec table (``--gpu-spec FILE``)
+SPEC_META_KEY = "gpu_spec"
 
 BUILTIN = Path(__file__).with_name("gpu_specs.yaml")
 _GIB = 1 << 30
@@ -119,3 +125,11 @@ def spec_for(devices: list[dict[str, Any]], specs: tuple[GpuSpec, ...]) -> tuple
     device = devices[0]
     name = str(device.get("name", ""))
     return next((s for s in specs if s.fits(device)), None), name
+
+
+def device_spec(view: TraceView) -> tuple[GpuSpec | None, str]:
+    """The spec of the device with the most GPU time (a user's ``--gpu-spec`` table first), and its name."""
+    specs = load_specs(view.run_meta.get(SPEC_META_KEY))
+    devices = view.trace.devices
+    chosen = [d for d in devices if d.get("id") == view.gpu.device] or devices
+    return spec_for(chosen, specs)

@@ -33,7 +33,7 @@ from advisor.analyze.framework.op_model import OpCall, OpCost, model, modelled_n
 from advisor.analyze.framework.per_step import site
 from advisor.analyze.framework.view import TraceView
 
-__all__ = ["COLUMNS", "efficiency_table"]
+__all__ = ["COLUMNS", "call_bytes", "efficiency_join", "efficiency_table"]
 
 #: the table's columns, in order
 COLUMNS = ("op", "category", "shape", "dtype", "concrete", "calls", "kernel_ns", "flops", "bytes", "unit",
@@ -91,14 +91,30 @@ class _Calls:
         self.valid[rows] = ok[ids]
 
 
+def _effective(view: TraceView, valid: np.ndarray) -> np.ndarray:
+    """The modelled operator rows with no modelled operator inside them: those whose kernels count."""
+    host = view.host
+    above = intervals.enclosing(host["parent"].to_numpy(), host["depth"].to_numpy(), valid)
+    container = np.zeros(len(host), bool)
+    container[above[valid & (above >= 0)]] = True
+    return valid & ~container
+
+
+def call_bytes(view: TraceView) -> np.ndarray:
+    """Per host row, the bytes one call of it moves (from its shapes), for the modelled operators whose
+    kernels count (the innermost modelled ones, as in the table); NaN on every other row."""
+    calls = _Calls(view)
+    out = np.full(len(view.host), np.nan)
+    rows = np.flatnonzero(_effective(view, calls.valid))
+    out[rows] = [calls.cost[int(k)].bytes for k in calls.key[rows]]
+    return out
+
+
 def _owners(view: TraceView, valid: np.ndarray, op_row: np.ndarray) -> np.ndarray:
     """For each kernel's operator row, the innermost modelled operator at or around it (-1 when none)."""
     host = view.host
     parent, depth = host["parent"].to_numpy(), host["depth"].to_numpy()
-    above = intervals.enclosing(parent, depth, valid)
-    container = np.zeros(len(host), bool)
-    container[above[valid & (above >= 0)]] = True
-    effective = valid & ~container
+    effective = _effective(view, valid)
     around = intervals.enclosing(parent, depth, effective)
     r = np.maximum(op_row, 0)
     owner = np.where(effective[r], r, around[r]) if len(host) else np.full(len(op_row), -1)
@@ -110,10 +126,18 @@ def efficiency_table(view: TraceView, spec: GpuSpec | None, kernels: pd.DataFram
 
     ``kernels``: rows of ``view.gpu.ops`` to count (default: the kernels in the GPU window).
     """
+    return efficiency_join(view, spec, kernels)[0]
+
+
+def efficiency_join(view: TraceView, spec: GpuSpec | None,
+                    kernels: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    """:func:`efficiency_table`, with the compute kernels it counted (in GPU order, as ``view.gpu`` holds
+    them) and, for each of those kernels, the position of its row in the table: for the analyses that
+    follow kernels one by one (runs of elementwise kernels on a stream) with the model of their operator."""
     kernels = view.gpu.kernels if kernels is None else kernels[(kernels["cat"] == "kernel").to_numpy()]
     kernels = kernels[(kernels["kind"] == "compute").to_numpy()]
     if kernels.empty:
-        return pd.DataFrame({c: [] for c in COLUMNS})
+        return pd.DataFrame({c: [] for c in COLUMNS}), kernels, np.zeros(0, "int64")
     calls = _Calls(view)
     op_row = kernels["op_row"].to_numpy().astype("int64")
     owner = _owners(view, calls.valid, op_row)
@@ -144,7 +168,10 @@ def efficiency_table(view: TraceView, spec: GpuSpec | None, kernels: pd.DataFram
                          "site": where, "kernel": str(kname[h])})
         rows[-1].update(calls=int(ncalls[g]), kernel_ns=int(kernel_ns[g]))
     table = pd.DataFrame(rows, columns=list(COLUMNS))
-    return table.sort_values("kernel_ns", ascending=False, kind="stable").reset_index(drop=True)
+    order = np.argsort(-table["kernel_ns"].to_numpy(), kind="stable")
+    position = np.empty(n, "int64")
+    position[order] = np.arange(n)
+    return table.iloc[order].reset_index(drop=True), kernels, position[ids]
 
 
 def _triton(names: np.ndarray) -> np.ndarray:

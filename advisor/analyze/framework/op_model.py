@@ -30,7 +30,7 @@ from math import prod
 from advisor.analyze.framework import op_model_pointwise  # noqa: F401  (its models register themselves)
 from advisor.analyze.framework.op_call import MODELS, OpCall, OpCost, register
 
-__all__ = ["CATEGORIES", "OpCall", "OpCost", "model", "modelled_names"]
+__all__ = ["CATEGORIES", "OpCall", "OpCost", "gemm_dims", "model", "modelled_names"]
 
 #: the categories of ``ops.efficiency``, in the order reports list them
 CATEGORIES = ("GEMM", "CONV_fwd", "CONV_bwd", "SDPA_fwd", "SDPA_bwd", "NORM_fwd", "NORM_bwd", "elementwise",
@@ -67,40 +67,58 @@ def _gemm(b: int, m: int, n: int, k: int, bias_elems: int, bpe_in: int, bpe_out:
     return OpCost("GEMM", float(flops), float(moved), dtype, "matrix")
 
 
-def _matmul(c: OpCall, rank: int, biased: bool) -> OpCost | None:
-    """A[(b,)m,k] @ B[(b,)k,n] from inputs 0 and 1, or 1 and 2 after a bias broadcast to the output."""
+#: GEMM operator -> (rank of A and B, whether a bias comes first)
+_MATMULS = {"aten::mm": (2, False), "aten::addmm": (2, True), "aten::bmm": (3, False),
+            "aten::baddbmm": (3, True), "aten::_scaled_mm": (2, False)}
+
+
+def gemm_dims(c: OpCall) -> tuple[int, int, int, int] | None:
+    """(batch, m, n, k) of a GEMM operator's call, A[(b,)m,k] @ B[(b,)k,n]; None for another operator or
+    shapes that do not fit."""
+    if c.name not in _MATMULS:
+        return None
+    rank, biased = _MATMULS[c.name]
     first = 1 if biased else 0
     a, b = c.shape(first), c.shape(first + 1)
-    bpe = c.bpe(first)
-    if a is None or b is None or len(a) != rank or len(b) != rank or bpe is None:
+    if a is None or b is None or len(a) != rank or len(b) != rank:
+        return None
+    return (a[0] if rank == 3 else 1), a[-2], b[-1], a[-1]
+
+
+def _matmul(c: OpCall) -> OpCost | None:
+    """A[(b,)m,k] @ B[(b,)k,n] from inputs 0 and 1, or 1 and 2 after a bias broadcast to the output."""
+    biased = _MATMULS[c.name][1]
+    first = 1 if biased else 0
+    dims, bpe = gemm_dims(c), c.bpe(first)
+    if dims is None or bpe is None:
         return None
     bias = c.shape(0) if biased else None
-    batch = a[0] if rank == 3 else 1
-    return _gemm(batch, a[-2], b[-1], a[-1], prod(bias) if bias else 0, bpe, bpe, c.dtype(first), biased)
+    batch, m, n, k = dims
+    return _gemm(batch, m, n, k, prod(bias) if bias else 0, bpe, bpe, c.dtype(first), biased)
 
 
 @register("aten::mm")
 def _mm(c: OpCall) -> OpCost | None:
     """mm(A[m,k], B[k,n])."""
-    return _matmul(c, 2, biased=False)
+    return _matmul(c)
 
 
 @register("aten::addmm")
 def _addmm(c: OpCall) -> OpCost | None:
     """addmm(bias, A[m,k], B[k,n], beta, alpha): bias broadcast to [m, n]."""
-    return _matmul(c, 2, biased=True)
+    return _matmul(c)
 
 
 @register("aten::bmm")
 def _bmm(c: OpCall) -> OpCost | None:
     """bmm(A[b,m,k], B[b,k,n])."""
-    return _matmul(c, 3, biased=False)
+    return _matmul(c)
 
 
 @register("aten::baddbmm")
 def _baddbmm(c: OpCall) -> OpCost | None:
     """baddbmm(bias, A[b,m,k], B[b,k,n], beta, alpha)."""
-    return _matmul(c, 3, biased=True)
+    return _matmul(c)
 
 
 @register("aten::_scaled_mm")

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from advisor.analyze import group_by
 from advisor.analyze.findings import FactSpec, records
@@ -63,7 +64,7 @@ def _input_dtype(types: str) -> str:
     return _DTYPES.get(m.group(1), "") if m else ""
 
 
-def _device(view: TraceView) -> tuple[str, bool, bool]:
+def device_caps(view: TraceView) -> tuple[str, bool, bool]:
     """(compute capability, has tensor/matrix cores, TF32 capable)."""
     devices = view.trace.devices
     if not devices:
@@ -77,9 +78,15 @@ def _device(view: TraceView) -> tuple[str, bool, bool]:
 
 def _classified(view: TraceView) -> dict[str, np.ndarray]:
     """The matmul/conv kernels in the window, as arrays: name, dur, op, source, and how each is classified."""
-    ks = kernels_in_window(view.gpu)
+    return classify(kernels_in_window(view.gpu))
+
+
+def classify(ks: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The matmul/conv kernels of ``ks`` as arrays (``rows``: their positions in ``ks``; name, dur, op,
+    source), with ``tc`` (a tensor-core kernel), ``dtype`` and ``fp32`` (an fp32 kernel on the ordinary
+    cores, what ``precision.fp32_*`` counts)."""
     rows = np.flatnonzero(event_names.where(ks["name"], is_matmul_or_conv))
-    mm = {"name": ks["name"].iloc[rows], "dur": ks["dur"].to_numpy()[rows]}
+    mm = {"rows": rows, "name": ks["name"].iloc[rows], "dur": ks["dur"].to_numpy()[rows]}
     mm["tc"] = event_names.mapped(mm["name"], uses_tensor_cores, bool)
     mm["named"] = event_names.mapped(mm["name"], kernel_precision)
     mm["name"] = mm["name"].to_numpy(dtype=object)
@@ -90,13 +97,14 @@ def _classified(view: TraceView) -> dict[str, np.ndarray]:
     # The kernel name is more specific than the input dtype for TF32 (fp32 inputs, tensor cores).
     given, named = mm["input"], mm["named"]
     mm["dtype"] = np.where(given != "", np.where(named == "tf32", "tf32", given), named).astype(object)
+    mm["fp32"] = ~mm["tc"] & np.isin(mm["dtype"], ("fp32", "")) & (named != "fp16")
     return mm
 
 
 @analyzer("precision", needs=("kernel",), provides=PROVIDES)
 def precision(view: TraceView) -> dict[str, Any]:
     """Share of matmul/conv time on tensor cores and in low precision, and whether the device could do more."""
-    cc, cores, tf32 = _device(view)
+    cc, cores, tf32 = device_caps(view)
     out: dict[str, Any] = {"precision.compute_capability": cc or None, "precision.tensor_cores": cores if cc else None,
                            "precision.tf32_capable": tf32 if cc else None}
     mm = _classified(view)
@@ -106,7 +114,7 @@ def precision(view: TraceView) -> dict[str, Any]:
     steps = view.gpu.steps
     dur, dtype = mm["dur"], mm["dtype"]
     all_kernels = int(kernels_in_window(view.gpu)["dur"].sum())
-    is_fp32 = ~mm["tc"] & np.isin(dtype, ("fp32", "")) & (mm["named"] != "fp16")
+    is_fp32 = mm["fp32"]
     fp32_ns = int(dur[is_fp32].sum())
     low = int(dur[np.isin(dtype, LOW)].sum())
     out.update({

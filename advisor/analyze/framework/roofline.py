@@ -9,31 +9,38 @@ FLOPs and bytes from :mod:`.op_model`; the roof from :mod:`.gpu_spec`). Facts:
 - ``ops.busy_efficiency``: the roofline time of all modelled calls over all compute kernel time, so an
   unmodelled kernel counts as time with nothing to show (a lower bound of the busy time's efficiency);
 - which spec was used (``roofline.gpu``), and a note when shares cannot be given (no shapes in the
-  trace, or a GPU the table does not know: then TFLOP/s and TB/s come without a share).
+  trace, or a GPU the table does not know: then TFLOP/s and TB/s come without a share);
+- ``roofline.ncu_candidates``: the kernels the kernel stage should measure, those of the operators that
+  lose the most time to the roofline (kernel time x (1 - share)), for ``collect/ncu.py``.
+
+:func:`window` computes the join once per view, for this analyzer and the ones that read the same rows
+(:mod:`.gemm_alignment`, :mod:`.elementwise_runs`, :mod:`.fp32_gemms`, :mod:`.attention_scores`).
 
 The analysed window is the GPU window of :mod:`.gpu_links` (kernels that start in it).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import numpy as np
 import pandas as pd
 
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.framework.gpu_spec import GpuSpec, load_specs, spec_for
-from advisor.analyze.framework.op_efficiency import efficiency_table
+from advisor.analyze.framework.gpu_spec import GpuSpec, device_spec
+from advisor.analyze.framework.op_efficiency import efficiency_join
 from advisor.analyze.framework.op_model import CATEGORIES
 from advisor.analyze.framework.per_step import NS_PER_MS
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import analyzer
 
-__all__ = ["device_spec", "efficiency_frame"]
+__all__ = ["Window", "device_spec", "efficiency_frame", "window"]
 
 TOP_N = 40
-#: the run metadata key (``run.json``) of a user's GPU spec table (``--gpu-spec FILE``)
-SPEC_META_KEY = "gpu_spec"
+#: kernels offered to the kernel stage
+NCU_CANDIDATES = 10
 
 ROW_COLUMNS = {
     "op": "text: operator (the innermost modelled one around the kernels)",
@@ -54,6 +61,16 @@ ROW_COLUMNS = {
     "bound": "text: compute or memory, at the roof",
     "site": "text: user file:line (function) of its heaviest kernel",
     "kernel": "text: its heaviest kernel",
+}
+CANDIDATE_COLUMNS = {
+    "name": "text: the kernel (the operator's heaviest), as kernels.top names it",
+    "op": "text: its operator", "category": "text: the operator's category", "shape": "text: its Input Dims",
+    "dtype": "text: its data type", "ms": "ms: the operator's kernel time per step",
+    "share": "fraction: of all compute kernel time",
+    "roofline_share": "fraction: roofline time over measured time",
+    "lost_ms": "ms: per step, its time x (1 - roofline_share): what it loses to the roofline",
+    "calls_per_step": "count: launches of that kernel per step (for ncu's --launch-skip)",
+    "site": "text: user file:line (function)",
 }
 CATEGORY_COLUMNS = {
     "category": "text: category", "calls": "count: calls", "kernel_ms": "ms: kernel time in the window",
@@ -80,23 +97,46 @@ PROVIDES = (
                                               "roofline chart)"),
     FactSpec("roofline.source", "text", "where the spec's figures come from"),
     FactSpec("roofline.note", "text", "why shares are missing, when they are"),
+    FactSpec("roofline.ncu_candidates", "table", f"up to {NCU_CANDIDATES} kernels, one per name, of the operators "
+             "with the most time x (1 - roofline share), most first: what the kernel stage should measure",
+             columns=CANDIDATE_COLUMNS),
 )
 
 
-def device_spec(view: TraceView) -> tuple[GpuSpec | None, str]:
-    """The spec of the device with the most GPU time (a user's ``--gpu-spec`` table first), and its name."""
-    path = view.run_meta.get(SPEC_META_KEY)
-    specs = load_specs(path)
-    devices = view.trace.devices
-    device = view.gpu.device
-    chosen = [d for d in devices if d.get("id") == device] or devices
-    return spec_for(chosen, specs)
+@dataclass(frozen=True)
+class Window:
+    """The efficiency join over the kernels in the GPU window, with the derived columns."""
+
+    spec: GpuSpec | None
+    device: str
+    #: :func:`efficiency_frame`'s rows, heaviest first
+    table: pd.DataFrame
+    #: the compute kernels counted, in GPU order
+    kernels: pd.DataFrame
+    #: for each of those kernels, the position of its row in ``table``
+    row: np.ndarray
+
+
+_WINDOWS: WeakKeyDictionary[TraceView, Window] = WeakKeyDictionary()
+
+
+def window(view: TraceView) -> Window:
+    """The join for the view's GPU window and device spec, computed once per view."""
+    hit = _WINDOWS.get(view)
+    if hit is None:
+        spec, device = device_spec(view)
+        table, kernels, row = efficiency_join(view, spec)
+        hit = _WINDOWS[view] = Window(spec, device, _derive(view, table), kernels, row)
+    return hit
 
 
 def efficiency_frame(view: TraceView, spec: GpuSpec | None, kernels: pd.DataFrame | None = None) -> pd.DataFrame:
-    """:func:`efficiency_table` (of ``kernels``, default those in the window) with the derived columns of
-    :data:`ROW_COLUMNS`, all rows."""
-    t = efficiency_table(view, spec, kernels)
+    """:func:`~.op_efficiency.efficiency_table` (of ``kernels``, default those in the window) with the derived
+    columns of :data:`ROW_COLUMNS`, all rows."""
+    return _derive(view, efficiency_join(view, spec, kernels)[0])
+
+
+def _derive(view: TraceView, t: pd.DataFrame) -> pd.DataFrame:
     ns = t["kernel_ns"].to_numpy().astype("float64")
     calls = t["calls"].to_numpy().astype("float64")
     total = ns.sum()
@@ -170,8 +210,8 @@ def _table_rows(t: pd.DataFrame) -> list[dict[str, Any]]:
 @analyzer("roofline", needs=("kernel",), provides=PROVIDES)
 def roofline(view: TraceView) -> dict[str, Any]:
     """Each operator's achieved TFLOP/s and TB/s and its share of the GPU's roofline."""
-    spec, device = device_spec(view)
-    t = efficiency_frame(view, spec)
+    w = window(view)
+    spec, device, t = w.spec, w.device, w.table
     steps = max(view.step_count, 1)
     total = float(t["kernel_ns"].sum())
     is_model = t["flops"].notna().to_numpy()
@@ -192,4 +232,28 @@ def roofline(view: TraceView) -> dict[str, Any]:
         **_peak(t, spec),
         "roofline.source": spec.source if spec else "",
         "roofline.note": _note(t, spec, device, modelled_ns),
+        "roofline.ncu_candidates": records(ncu_candidates(w, steps)),
     }
+
+
+def ncu_candidates(w: Window, steps: int) -> list[dict[str, Any]]:
+    """The operators that lose the most kernel time to the roofline, one row per heaviest kernel name.
+
+    An operator's loss is its time x (1 - roofline share): what it would give back at the roof. Operators
+    without a share (no model, or no spec) are not ranked: their loss is unknown, and ``kernels.top`` still
+    lists their kernels by time.
+    """
+    t = w.table
+    share = t["roofline_share"].to_numpy(dtype="float64")
+    known = np.isfinite(share) & (t["kernel"] != "").to_numpy()
+    if not known.any():
+        return []
+    part = t[known].copy()
+    part["lost_ms"] = part["ms_per_step"] * (1 - np.minimum(share[known], 1.0))
+    part = part.sort_values("lost_ms", ascending=False, kind="stable").drop_duplicates("kernel")
+    part = part[part["lost_ms"] > 0].head(NCU_CANDIDATES)
+    launches = w.kernels["name"].astype(str).value_counts()
+    return [{"name": r.kernel, "op": r.op, "category": r.category, "shape": r.shape, "dtype": r.dtype,
+             "ms": float(r.ms_per_step), "share": float(r.share), "roofline_share": float(r.roofline_share),
+             "lost_ms": float(r.lost_ms), "calls_per_step": int(launches.get(r.kernel, 0)) / steps, "site": r.site}
+            for r in part.itertuples()]
