@@ -112,9 +112,9 @@ class StageRunner:
         spec = self.stages[name]
         if spec.terminal:
             return TrailEntry(name, "ran", "the report brings together every stage that ran")
-        ctx = self.context(spec)
-        if name in self.given:
+        if name in self.given:  # before the context: it makes the stage folder, which files read in place need not
             return self._from_files(spec, self.given[name], why)
+        ctx = self.context(spec)
         if not self.online:
             return self._skipped(spec, ctx, f"advisor analyze only reads files and does not run {spec.tool}; run "
                                             f"it and add its output to this run (needed: {because})")

@@ -121,8 +121,11 @@ def _ingest(run: RunDir, given: Mapping[str, list[Path]]) -> dict[str, list[Path
         spec = get_stage(stage)
         if spec.ingest is None:
             raise TraceError(paths[0], f"the {stage} stage cannot take files")
+        made = not run.file(stage).exists()
         for path in paths:
             out.setdefault(stage, []).extend(spec.ingest(path, run.stage(stage)))
+        if made and not any(run.file(stage).iterdir()):  # files read where they are (Kineto traces): no folder
+            run.file(stage).rmdir()
     return out
 
 
