@@ -4,9 +4,10 @@ Each function makes or opens a run directory, has the workflow walk the
 stages (:mod:`advisor.workflow.session`), writes the reports, and returns a
 :class:`RunSummary`; the CLI only parses options and prints. What is here is
 what the walk does not decide: the run's metadata, the script's outcome and
-the note when it stopped early, what the run is doing when Ctrl-C comes. Whatever was collected is written to the run directory before
-anything can fail on it, and Ctrl-C at any moment after the run directory is
-made writes the report of what there is (:mod:`advisor.salvage`).
+the note when it stopped early, what the run is doing when Ctrl-C comes.
+Whatever was collected is written to the run directory before anything can
+fail on it, and Ctrl-C at any moment after the run directory is made writes
+the report of what there is (:mod:`advisor.salvage`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Each is a :class:`~advisor.workflow.stages.StageSpec`; see that module for
 the contract. The functions here only adapt each tool's own modules
-(``advisor.collect.*``, ``advisor.load.*``) to it.
+(``advisor.collect.*``, ``advisor.load.*``) and the per-stage functions of
+:mod:`advisor.pipeline` to it; the walk decides when each runs.
 """
 
 from __future__ import annotations
