@@ -1,9 +1,11 @@
-"""The stages joined up: traces -> findings -> diagnoses -> files in the run directory.
+"""The per-stage functions the workflow calls: traces -> findings -> diagnoses -> files in the run directory.
 
-``advisor diagnose`` enters after collecting; ``advisor analyze`` enters at
-load with traces made elsewhere; ``advisor report`` enters at the rules with
-the findings saved in a run directory. Each step takes and returns plain
-data, so each can be run and tested alone.
+Loading and analysing traces (the framework stage), loading and analysing
+Nsight Compute reports (the kernel stage), evaluating the rules over
+findings, saving them and rendering the reports. Each takes and returns plain
+data, so each can be run and tested alone; none calls another stage. Which
+stage runs when is the workflow's business (:mod:`advisor.workflow`): the
+stages' specs (:mod:`advisor.workflow.builtin_stages`) call these.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
 
 __all__ = ["Diagnosed", "analyze_kernel_reports", "analyze_traces", "compare_kernel_reports", "diagnose_findings",
-           "find_kineto_traces", "is_kernel_file", "load_kernel_reports", "render_run", "save"]
+           "find_kineto_traces", "is_kernel_file", "is_kineto_trace", "load_collected_traces", "load_kernel_reports",
+           "load_traces", "rediagnose", "render_run", "save"]
 
 
 @dataclass
@@ -40,14 +43,19 @@ class Diagnosed:
     verdict: Verdict
 
 
+def is_kineto_trace(path: Path) -> bool:
+    """A file named as a Kineto trace, not as one of the JSON files advisor writes beside the traces."""
+    return (path.is_file() and path.name.endswith((".json", ".json.gz"))
+            and not path.name.startswith(("status.", "collector", "run.", "findings", "diagnoses")))
+
+
 def find_kineto_traces(path: Path) -> list[Path]:
     """A trace file, or the Kineto traces in a directory (one per rank)."""
     if not path.exists():
         raise TraceError(path, "no such file or directory")
     if path.is_file():
         return [path]
-    found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz"))
-                   and not p.name.startswith(("status.", "collector", "run.", "findings", "diagnoses")))
+    found = sorted(p for p in path.iterdir() if is_kineto_trace(p))
     if not found:
         raise TraceError(path, "is a directory with no Kineto trace (*.json or *.json.gz) in it")
     return found
@@ -68,6 +76,18 @@ def load_traces(paths: Iterable[Path]) -> list[KinetoTrace]:
         with Progress(f"Loading {p.name}") as bar:
             traces.append(load_kineto(p, on_progress=bar.update, window=window))
     return sorted(traces, key=lambda t: t.rank)
+
+
+def load_collected_traces(paths: Iterable[Path]) -> tuple[list[KinetoTrace], list[str]]:
+    """The traces a run collected; one that cannot be read is a note for the report, not the end of the run
+    (what was collected is kept, and the script's outcome is still reported)."""
+    traces, notes = [], []
+    for path in paths:
+        try:
+            traces.extend(load_traces([path]))
+        except TraceError as exc:
+            notes.append(f"the collected trace could not be analysed: {exc}")
+    return sorted(traces, key=lambda t: t.rank), notes
 
 
 def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | None = None) -> Findings:

@@ -1,10 +1,13 @@
 """What ``advisor diagnose``, ``analyze`` and ``report`` do, without the command line.
 
-Each function makes or opens a run directory, runs the stages, writes the
-reports, and returns a :class:`RunSummary`; the CLI only parses options and
-prints. Whatever was collected is written to the run directory before
-anything can fail on it, and Ctrl-C at any moment after the run directory is
-made writes the report of what there is (:mod:`advisor.salvage`).
+Each function makes or opens a run directory, has the workflow walk the
+stages (:mod:`advisor.workflow.session`), writes the reports, and returns a
+:class:`RunSummary`; the CLI only parses options and prints. What is here is
+what the walk does not decide: the run's metadata, the script's outcome and
+the note when it stopped early, what the run is doing when Ctrl-C comes.
+Whatever was collected is written to the run directory before anything can
+fail on it, and Ctrl-C at any moment after the run directory is made writes
+the report of what there is (:mod:`advisor.salvage`).
 """
 
 from __future__ import annotations
@@ -17,22 +20,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from advisor.analyze.findings import Findings
 from advisor.collect.config import CollectorConfig
-from advisor.collect.framework import SUCCESS, FrameworkResult, check_script, run_framework
+from advisor.collect.framework import SUCCESS, FrameworkResult, check_script
 from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import SEVERITIES
-from advisor.errors import AdvisorError, TraceError, UsageError
-from advisor.load.kineto import KinetoTrace
-from advisor.pipeline import Diagnosed, analyze_traces, find_kineto_traces, load_traces, render_run, save
-from advisor.pipeline import compare_kernel_reports, load_kernel_reports
-from advisor.pipeline import rediagnose
+from advisor.errors import AdvisorError, UsageError
+from advisor.pipeline import Diagnosed, compare_kernel_reports, find_kineto_traces, load_kernel_reports, rediagnose
+from advisor.pipeline import render_run, save
 from advisor.rundir import RunDir
 from advisor.salvage import Salvage
 from advisor.workflow.graph import load_workflow
-from advisor.workflow.session import check_inputs, merge_into_run, split_inputs, walk_files
-from advisor.workflow.session import escalate as escalate_run
-from advisor.workflow.walk import TrailEntry
+from advisor.workflow.runner import StageHooks, StageRunner
+from advisor.workflow.session import check_inputs, check_script_workflow, merge_into_run, split_inputs, walk_files
+from advisor.workflow.session import walk_script
+from advisor.workflow.stages import Collected, StageSpec
 
 __all__ = ["OUTCOME_PHRASES", "RunSummary", "analyze_files", "diagnose_script", "merge_files", "outcome_sentence",
            "rerender"]
@@ -130,6 +131,7 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
     book = RuleBook.load(rule_dirs or [])  # rule errors surface before the script runs
     spec_path = _gpu_spec(gpu_spec)  # and so does a bad GPU spec table
     graph = load_workflow(workflow)  # and so do workflow errors
+    check_script_workflow(graph)
     run = RunDir.create(resolved.stem, out)  # and a run directory that cannot be made
     with Salvage(run, book, "starting the script") as keep:
         if spec_path:
@@ -163,54 +165,52 @@ def _diagnose(run: RunDir, book: RuleBook, graph: Any, keep: Salvage, resolved: 
         started_at=time.strftime("%Y-%m-%d %H:%M:%S"), profiler=_profiler_settings(cfg, timeout_s, nproc_per_node),
         source_roots=cfg.source_roots, nproc_per_node=nproc_per_node,
     )
-    result = run_framework(cfg, run.stage("framework"), timeout_s=timeout_s, nproc_per_node=nproc_per_node)
-    keep.phase = "analysing the trace"
-    first = result.statuses[0] if result.statuses else {}
-    run.update_metadata(
-        outcome=result.outcome, exit_code=result.exit_code, outcome_text=outcome_sentence(result),
-        stopped_by=result.stopped_by, profile=result.profile, wall_s=result.wall_s,
-        finished_at=time.strftime("%Y-%m-%d %H:%M:%S"), step_method=result.step_method, error=result.error,
-        environment=first.get("environment", {}), threads_at_capture=first.get("threads_at_capture"),
-        host_costs=first.get("host_costs"),
-        timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
-        traces=[run.relative(t) for t in result.traces], child_command=result.command,
-    )
-    if result.ctrl_c_after:
-        raise KeyboardInterrupt  # pressed as the script ended: stop here, with its outcome recorded
-    # the analyzers read the whole run.json (the host analyzers its environment), and what is known only here
-    meta = {**run.read_metadata(), "step_method": result.step_method, "environment": first.get("environment", {}),
-            "threads_at_capture": first.get("threads_at_capture"), "nproc_per_node": nproc_per_node,
-            "host_costs": first.get("host_costs") or {}}
-    traces, unreadable = _load_collected(result.traces)
-    findings = analyze_traces(traces, meta)
-    findings.notes.extend(unreadable)
-    keep.findings, keep.phase = findings, "running the deeper stages of the workflow"
-    framework = TrailEntry("framework", "ran", f"every run starts here; the script {result.outcome}",
-                           run.read_metadata().get("reproduce") or None,
-                           [run.relative(p) for p in sorted(run.stage("framework").iterdir())])
-    hold = None if escalate else "--no-escalate was given"
-    if result.outcome not in SUCCESS:
-        hold = f"the script {result.outcome} in the framework stage, so it is not run again"
-    diagnosed = escalate_run(run, book, findings, graph, framework=framework, config=cfg,
-                             run_meta=run.read_metadata(), stopped_early=_stopped_note(result, cfg), hold=hold,
-                             timeout_s=timeout_s, progress=progress)
+    hooks = _ScriptRun(run, keep, cfg)
+    diagnosed = walk_script(run, book, graph, config=cfg, run_meta=run.read_metadata(), hooks=hooks,
+                            hold=None if escalate else "--no-escalate was given", timeout_s=timeout_s,
+                            progress=progress)
     keep.findings, keep.phase = diagnosed.findings, "writing the report"
     save(run, diagnosed)
     keep.saved = True
     reports = render_run(run)
-    return RunSummary(run, diagnosed, reports, result, script_exit_code=result.exit_code)
+    result = hooks.result
+    return RunSummary(run, diagnosed, reports, result, script_exit_code=result.exit_code if result else 0)
 
 
-def _load_collected(paths: list[Path]) -> tuple[list[KinetoTrace], list[str]]:
-    """The traces this run collected; one that cannot be read is a note in the report, not the end of the run
-    (what was collected is kept, and the script's outcome is still reported)."""
-    traces, notes = [], []
-    for path in paths:
-        try:
-            traces.extend(load_traces([path]))
-        except TraceError as exc:
-            notes.append(f"the collected trace could not be analysed: {exc}")
-    return sorted(traces, key=lambda t: t.rank), notes
+class _ScriptRun(StageHooks):
+    """What ``advisor diagnose`` records as the walk goes: the script's outcome in run.json once the framework
+    stage has run it, and what the run is doing, for Ctrl-C."""
+
+    def __init__(self, run: RunDir, keep: Salvage, cfg: CollectorConfig) -> None:
+        self.run, self.keep, self.cfg = run, keep, cfg
+        self.result: FrameworkResult | None = None
+
+    def collected(self, runner: StageRunner, spec: StageSpec, collected: Collected) -> None:
+        if spec.name != "framework":
+            return
+        result = self.result = collected.result
+        self.keep.phase = "analysing the trace"
+        first = result.statuses[0] if result.statuses else {}
+        self.run.update_metadata(
+            outcome=result.outcome, exit_code=result.exit_code, outcome_text=outcome_sentence(result),
+            stopped_by=result.stopped_by, profile=result.profile, wall_s=result.wall_s,
+            finished_at=time.strftime("%Y-%m-%d %H:%M:%S"), step_method=result.step_method, error=result.error,
+            environment=first.get("environment", {}), threads_at_capture=first.get("threads_at_capture"),
+            host_costs=first.get("host_costs"),
+            timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
+            traces=[self.run.relative(t) for t in result.traces], child_command=result.command,
+        )
+        if result.ctrl_c_after:
+            raise KeyboardInterrupt  # pressed as the script ended: stop here, with its outcome recorded
+        # the analyzers and the deeper stages read the whole run.json (the host analyzers its environment)
+        runner.run_meta = {**self.run.read_metadata(), "host_costs": first.get("host_costs") or {}}
+        runner.stopped_early = _stopped_note(result, self.cfg)
+        if result.outcome not in SUCCESS:
+            runner.hold = f"the script {result.outcome} in the framework stage, so it is not run again"
+
+    def absorbed(self, runner: StageRunner, spec: StageSpec) -> None:
+        if spec.name == "framework":
+            self.keep.findings, self.keep.phase = runner.findings, "running the deeper stages of the workflow"
 
 
 def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list[Path] | None = None,
@@ -226,26 +226,23 @@ def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list
     spec_path = _gpu_spec(gpu_spec)
     given = split_inputs(paths)
     check_inputs(given)  # bad input fails here, before a run directory is made
-    trace_paths = [t for p in given.pop("framework", []) for t in find_kineto_traces(p)]
+    trace_paths = [t for p in given.pop("framework", []) for t in find_kineto_traces(p)]  # folders: their ranks
     inputs = trace_paths + [p for stage_paths in given.values() for p in stage_paths]
     run = RunDir.create(inputs[0].name.split(".")[0], out)  # before the work: a folder that cannot be made fails now
     run.update_metadata(kind="analyze", title=", ".join(p.name for p in paths), inputs=[str(p.resolve()) for p in inputs],
                         command=argv or [], started_at=time.strftime("%Y-%m-%d %H:%M:%S"),
                         source_roots=[str(p.resolve().parent) for p in inputs],
                         **({"gpu_spec": spec_path} if spec_path else {}))
-    with Salvage(run, book, "loading the traces") as keep:
+    with Salvage(run, book, "loading the traces" if trace_paths else "reading the other files") as keep:
+        hooks = _FilesRun(keep)
         try:
-            traces = load_traces(trace_paths)
+            diagnosed = walk_files(run, book, graph, {"framework": trace_paths, **given} if trace_paths else given,
+                                   hooks)
         except AdvisorError:
-            run.file("run.json").unlink(missing_ok=True)  # bad input: no run directory is left behind
-            run.discard_if_empty()
+            if hooks.loading == "framework":  # bad input: no run directory is left behind
+                run.file("run.json").unlink(missing_ok=True)
+                run.discard_if_empty()
             raise
-        keep.phase = "analysing the traces"
-        findings = analyze_traces(traces, {"gpu_spec": spec_path} if spec_path else None) if traces else Findings()
-        keep.findings, keep.phase = findings, "reading the other files"
-        framework = TrailEntry("framework", "ran", "loaded from " + ", ".join(p.name for p in trace_paths), None,
-                               [str(p.resolve()) for p in trace_paths]) if traces else None
-        diagnosed = walk_files(run, book, findings, graph, given, framework)
         notes = []
         if len(given.get("kernel", [])) == 2:  # before and after a fix: compare the two
             reports = load_kernel_reports(given["kernel"])
@@ -254,6 +251,23 @@ def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list
         save(run, diagnosed)
         keep.saved = True
         return RunSummary(run, diagnosed, render_run(run), notes=notes)
+
+
+class _FilesRun(StageHooks):
+    """What ``advisor analyze`` is doing, for Ctrl-C, and the stage whose files are being read."""
+
+    def __init__(self, keep: Salvage) -> None:
+        self.keep = keep
+        self.loading: str | None = None
+
+    def analysing(self, runner: StageRunner, spec: StageSpec) -> None:
+        self.loading = spec.name
+
+    def absorbed(self, runner: StageRunner, spec: StageSpec) -> None:
+        self.loading = None
+        self.keep.findings = runner.findings
+        if spec.name == "framework":
+            self.keep.phase = "reading the other files"
 
 
 def merge_files(run_dir: Path, files: list[Path], *, rule_dirs: list[Path] | None = None,

@@ -2,7 +2,8 @@
 
 Each is a :class:`~advisor.workflow.stages.StageSpec`; see that module for
 the contract. The functions here only adapt each tool's own modules
-(``advisor.collect.*``, ``advisor.load.*``) to it.
+(``advisor.collect.*``, ``advisor.load.*``) and the per-stage functions of
+:mod:`advisor.pipeline` to it; the walk decides when each runs.
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ KINETO_TYPES = (".json", ".json.gz")
 
 # framework -------------------------------------------------------------------------
 def _framework_collect(ctx: StageContext) -> Collected:
+    """Run the script under the PyTorch Profiler; the outcome, whatever it is, is the caller's to record
+    (``Collected.result``): a script that failed or stopped before the profiled steps still ran this stage."""
     from advisor.collect.framework import run_framework
 
     if ctx.config is None:
         raise CollectError("the framework stage needs a script to run; use `advisor diagnose SCRIPT`")
-    result = run_framework(ctx.config, ctx.stage_dir, timeout_s=ctx.timeout_s)
-    if not result.traces:
-        raise CollectError(f"{ctx.stage_dir}: the script {result.outcome} before the profiled steps")
-    return Collected(result.traces, [*result.traces, ctx.stage_dir / "collector.json"], shlex.join(result.command))
+    result = run_framework(ctx.config, ctx.stage_dir, timeout_s=ctx.timeout_s, nproc_per_node=_ranks(ctx))
+    return Collected(result.traces, sorted(ctx.stage_dir.iterdir()), ctx.run_meta.get("reproduce") or None,
+                     [f"the script {result.outcome}"], result=result)
 
 
 def _framework_command(ctx: StageContext) -> str | None:
@@ -45,12 +47,18 @@ def _framework_ingest(path: Path, stage_dir: Path) -> list[Path]:
     return find_kineto_traces(path)  # kept where they are; run.json records the paths
 
 
-def _framework_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any]) -> Any:
-    from advisor.analyze.framework.view import TraceView
-    from advisor.pipeline import load_traces
+def _framework_analyze(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any],
+                       collected: bool) -> Any:
+    """The traces' findings, the ranks compared (:func:`advisor.pipeline.analyze_traces`), wherever the stage
+    runs: collected by ``advisor diagnose``, given to ``advisor analyze``, or merged into a run."""
+    from advisor.pipeline import analyze_traces, load_collected_traces, load_traces
 
-    traces = load_traces(paths)
-    return TraceView(traces[0], run_meta)
+    if not collected:
+        return analyze_traces(load_traces(paths), run_meta)  # a file the user gave must be readable
+    traces, unreadable = load_collected_traces(paths)
+    findings = analyze_traces(traces, run_meta)
+    findings.notes.extend(unreadable)
+    return findings
 
 
 # system ------------------------------------------------------------------------------
@@ -199,7 +207,7 @@ def _kernel_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping
 
 
 register_stage(StageSpec("framework", "PyTorch Profiler", "framework", _framework_collect, _framework_command,
-                         _framework_ingest, _framework_load, KINETO_TYPES))
+                         _framework_ingest, None, KINETO_TYPES, analyze=_framework_analyze))
 register_stage(StageSpec("system", "Nsight Systems", "system", _system_collect, _system_command, _system_ingest,
                          _system_load, NSYS_TYPES, check=_system_check))
 register_stage(StageSpec("kernel", "Nsight Compute", "kernel", _kernel_collect, _kernel_command, _kernel_ingest,

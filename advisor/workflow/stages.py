@@ -20,6 +20,12 @@ A stage is what the workflow graph names (``framework``, ``system``,
     (``@analyzer(stage=analyzer_stage)``) read; ``facts`` are the findings so
     far (the kernel stage ties its kernels to the framework's ``kernels.top``).
     A view with a ``notes`` list adds them to the findings' notes.
+``analyze(paths, run_meta, facts, collected) -> Findings``
+    optional, in place of ``load`` and the stage's analyzers: the stage's
+    findings from its files, for a stage whose analysis is more than one view
+    (the framework stage compares rank traces). ``collected``: the files are
+    this run's collector's output, not files the user gave; one that cannot be
+    read is then a note, not the end of the run.
 ``file_types``, ``accepts(path)``
     the file name endings ``advisor analyze`` sends to this stage, and,
     optionally, a check of the content for endings several tools use (CSV).
@@ -73,6 +79,8 @@ class Collected:
     artifacts: list[Path]
     command: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: the collector's own account of the run, for the caller of the walk (the framework stage's FrameworkResult)
+    result: Any = None
 
 
 @dataclass(frozen=True)
@@ -88,12 +96,17 @@ class StageSpec:
     terminal: bool = False
     check: Callable[[Path], None] | None = None
     accepts: Callable[[Path], bool] | None = None
+    analyze: Callable[[Sequence[Path], dict[str, Any], Mapping[str, Any], bool], Any] | None = None
 
     def problems(self) -> list[str]:
-        """What this stage lacks to be walked: every non-terminal stage needs a collector and a loader."""
+        """What this stage lacks to be walked: every non-terminal stage needs a collector and a loader
+        (``load``, or its own ``analyze``)."""
         if self.terminal:
             return []
-        return [f"has no {part}" for part in ("collect", "load", "ingest") if getattr(self, part) is None]
+        missing = [part for part in ("collect", "load", "ingest") if getattr(self, part) is None]
+        if self.analyze is not None:
+            missing = [part for part in missing if part != "load"]
+        return [f"has no {part}" for part in missing]
 
 
 _STAGES: dict[str, StageSpec] = {}

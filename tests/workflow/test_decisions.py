@@ -39,10 +39,14 @@ def framework_findings(*name: str) -> Findings:
     return Findings.from_dict(_analysed(name))
 
 
+def diagnose(findings: Findings, stopped_early: str | None) -> object:
+    return diagnose_findings(findings, BOOK, stopped_early)
+
+
 def walk_run(tmp_path: Path, findings: Findings, **runner: object) -> tuple[WalkResult, StageRunner]:
     run = RunDir.create("t", tmp_path / "run")
     run.update_metadata(kind="test")
-    stage_runner = StageRunner(run, findings, lambda f: diagnose_findings(f, BOOK), **runner,
+    stage_runner = StageRunner(run, findings, diagnose, **runner,
                                done={"framework": TrailEntry("framework", "ran", "from a fixture trace")})
     return walk(load_workflow(env=False), stage_runner.execute, stage_runner.state), stage_runner
 
@@ -145,7 +149,7 @@ def test_guards_see_the_diagnoses_of_the_stage_before(tmp_path) -> None:
     run.update_metadata(kind="test")
     saxpy = fixture_path("nsys", "saxpy_mpi_cuda_nvtx_nsys2022.2.sqlite")
     findings = framework_findings("a100_alexnet_cuda_sync.pt.trace.json.gz")
-    runner = StageRunner(run, findings, lambda f: diagnose_findings(f, BOOK), given={"system": [saxpy]},
+    runner = StageRunner(run, findings, diagnose, given={"system": [saxpy]},
                          done={"framework": TrailEntry("framework", "ran", "from a fixture trace")})
     result = walk(load_workflow(workflow), runner.execute, runner.state)
     assert result.entry("system").status == "ran"

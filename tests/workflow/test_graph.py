@@ -47,7 +47,7 @@ def test_every_stage_has_a_collector_and_a_loader() -> None:
     for name, spec in registered_stages().items():
         assert spec.problems() == [], name
         if not spec.terminal:
-            assert spec.collect and spec.load and spec.ingest and spec.command, name
+            assert spec.collect and (spec.load or spec.analyze) and spec.ingest and spec.command, name
 
 
 def test_a_users_workflow(tmp_path) -> None:
