@@ -23,16 +23,8 @@ def test_the_base_rule_is_clean(tmp_path: Path) -> None:
 #: Entries whose rules are being written on other branches (issue 14; cpu-bound-augmentation: DL001's
 #: knowledge list, with the worker facts in its text). Remove each as its rule lands; the set only
 #: shrinks: an entry outside it that no rule detects and no marker explains fails the test.
-PENDING = {
-    "activation-checkpointing-tradeoff", "allocator-fragmentation", "allocator-retries", "amp-not-used",
-    "attention-not-fused", "channels-last-convolutions", "cpu-bound-augmentation", "cuda-empty-cache-calls", "cudnn-benchmark-off",
-    "data-dependent-shape-sync", "ddp-find-unused-parameters", "ddp-gradient-bucketing", "eval-without-no-grad",
-    "explicit-cuda-synchronize", "fp16-loss-scaling", "fsdp-prefetch", "gradient-accumulation-no-sync",
-    "item-in-training-loop", "nccl-small-messages", "non-contiguous-tensors", "print-tensor-sync",
-    "rank-load-imbalance", "rank0-extra-work", "tensors-created-on-cpu",
-    "torch-compile-graph-breaks", "torch-compile-recompiles", "unfused-elementwise-chains",
-    "variable-shape-reallocation", "zero-grad-set-to-none",
-}
+#: knowledge entries that may still lack a rule (or a marker naming the data it needs): none since issue 14
+PENDING: set[str] = set()
 
 
 def test_the_builtin_rules_and_entries_are_clean() -> None:
