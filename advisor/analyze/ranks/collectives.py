@@ -43,8 +43,10 @@ from advisor.analyze.ranks.comm_sizes import dtype_bytes
 
 __all__ = ["BUS_FACTORS", "bus_factor", "collective_kernels", "collective_type"]
 
-_NAME = re.compile(r"nccl(?:Dev)?Kernel_(?P<coll>[A-Za-z]+?)(?:_(?P<algo>RING|TREE|COLLNET\w*|NVLS\w*|PAT)"
-                   r"_(?P<proto>LL128|LL|SIMPLE))?(?:_|\(|$)", re.IGNORECASE)
+_NAME = re.compile(r"nccl(?:Dev)?Kernel_(?P<coll>[A-Za-z]+)")
+#: NCCL's algorithm and protocol, where the kernel name has them (``_RING_LL_``; 2.19+ puts them last)
+_ALGO = re.compile(r"_(?P<algo>RING|TREE|COLLNET_DIRECT|COLLNET_CHAIN|NVLS_TREE|NVLS|PAT)_(?P<proto>LL128|LL|SIMPLE)"
+                   r"(?![A-Za-z0-9])")
 #: kernel-name and c10d spellings of each collective type
 _TYPES = {"allreduce": "allreduce", "all_reduce": "allreduce", "allgather": "allgather",
           "all_gather": "allgather", "_allgather_base": "allgather", "allgather_into_tensor_coalesced": "allgather",
@@ -70,7 +72,8 @@ COLUMNS = ("ts", "end", "dur", "step", "stream", "kernel", "collective", "algo",
 
 def collective_type(kernel: str, c10d_name: str = "") -> str:
     """allreduce, allgather, ... from c10d's ``Collective name`` or else the kernel's name; "other" when neither says."""
-    for text in (c10d_name, (m := _NAME.search(kernel)) and m["coll"] or ""):
+    m = _NAME.search(kernel)
+    for text in (c10d_name, m["coll"] if m else ""):
         kind = _TYPES.get(str(text).lower())
         if kind:
             return kind
@@ -101,7 +104,7 @@ def collective_kernels(view: TraceView, ops: pd.DataFrame | None = None) -> pd.D
     comm = ops[(ops["kind"] == "comm").to_numpy()]
     names = comm["name"].astype(str).to_numpy(dtype=object)
     c10d = _column(comm, "collective", "")
-    matches = [_NAME.search(n) for n in names]
+    matches = [_ALGO.search(n) for n in names]
     kinds = np.array([collective_type(n, c) for n, c in zip(names, c10d)], dtype=object)
     world = int(view.meta.get("world_size") or 0)
     group = _column(comm, "group_size", -1)
