@@ -26,6 +26,8 @@ from advisor.analyze.framework.view import TraceView
 from advisor.analyze.ranks import skew as skew_mod
 from advisor.analyze.ranks.collectives import bus_factor, collective_kernels, collective_type
 from advisor.analyze.ranks.nccl_bandwidth import ATTAINABLE_SHARE, LARGE_BYTES
+from advisor.engine.evaluate import evaluate_rules
+from advisor.engine.rulebook import RuleBook
 from advisor.pipeline import analyze_traces, load_traces
 
 RECSYS = [fixture_path("kineto", "a100_recsys_2of128_ranks", f"rank{r}.pt.trace.json.gz") for r in (0, 1)]
@@ -129,3 +131,21 @@ def test_clocks_that_cannot_be_aligned(monkeypatch) -> None:
     findings = analyze_traces(load_traces(RECSYS)).values()
     assert findings["ranks.skew.unaligned"] is True and findings["ranks.skew.matched"] == 0
     assert "ranks.skew.ms_per_step" not in findings
+
+
+BOOK = RuleBook.load(env=False)
+
+
+def _fired(values: dict) -> dict[str, object]:
+    diagnoses, _ = evaluate_rules([BOOK[r] for r in ("DIST004", "DIST005")], values, values.get("steps.time_ms"))
+    return {d.rule_id: d for d in diagnoses}
+
+
+def test_low_bandwidth_fires_on_the_ddp_run_only(ddp: dict, recsys: dict) -> None:
+    fired = _fired(ddp)
+    assert set(fired) == {"DIST004"}
+    # the gain: the excess over 70% of NVLink3 (15.1 ms), at most the exposed communication (13.2 ms)
+    assert fired["DIST004"].impact_ms == pytest.approx(min(ddp["comm.large_excess_ms"], ddp["comm.exposed_ms"]))
+    assert not _fired(recsys)  # no message sizes; 18% skew
+    v100 = analyze_traces(load_traces([fixture_path("kineto", "v100_resnet_single_rank.pt.trace.json.gz")]))
+    assert not _fired(v100.values())
