@@ -22,12 +22,14 @@ import numpy as np
 import pytest
 from conftest import fixture_path
 
+from advisor.analyze.framework import gpu_spec
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.ranks import skew as skew_mod
 from advisor.analyze.ranks.collectives import bus_factor, collective_kernels, collective_type
 from advisor.analyze.ranks.nccl_bandwidth import ATTAINABLE_SHARE, LARGE_BYTES
 from advisor.engine.evaluate import evaluate_rules
 from advisor.engine.rulebook import RuleBook
+from advisor.errors import InputError
 from advisor.pipeline import analyze_traces, load_traces
 
 RECSYS = [fixture_path("kineto", "a100_recsys_2of128_ranks", f"rank{r}.pt.trace.json.gz") for r in (0, 1)]
@@ -149,3 +151,18 @@ def test_low_bandwidth_fires_on_the_ddp_run_only(ddp: dict, recsys: dict) -> Non
     assert not _fired(recsys)  # no message sizes; 18% skew
     v100 = analyze_traces(load_traces([fixture_path("kineto", "v100_resnet_single_rank.pt.trace.json.gz")]))
     assert not _fired(v100.values())
+
+
+def test_every_nvidia_gpu_has_a_link_with_its_source() -> None:
+    for spec in gpu_spec.load_specs():
+        if spec.name.startswith("NVIDIA"):
+            assert spec.link is not None and spec.link.gb_s > 0 and spec.link.source.startswith("https://"), spec.name
+    a100 = next(s for s in gpu_spec.load_specs() if s.name == "NVIDIA A100 SXM4 40GB")
+    assert (a100.link.name, a100.link.gb_s) == ("NVLink3", 300)  # 600 GB/s both directions, halved
+
+
+def test_a_malformed_link_is_an_input_error(tmp_path) -> None:
+    path = tmp_path / "gpus.yaml"
+    path.write_text("gpus:\n  - {name: X, match: X, memory_tb_s: 1, link: {name: NVLink, gb_s: -1}}\n")
+    with pytest.raises(InputError, match="link"):
+        gpu_spec.load_specs(path)

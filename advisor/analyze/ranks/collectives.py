@@ -71,7 +71,7 @@ COLUMNS = ("ts", "end", "dur", "step", "stream", "kernel", "collective", "algo",
 
 
 def collective_type(kernel: str, c10d_name: str = "") -> str:
-    """allreduce, allgather, ... from c10d's ``Collective name`` or else the kernel's name; "other" when neither says."""
+    """allreduce, allgather, ... from c10d's ``Collective name``, else the kernel's name; "other" when neither says."""
     m = _NAME.search(kernel)
     for text in (c10d_name, m["coll"] if m else ""):
         kind = _TYPES.get(str(text).lower())
