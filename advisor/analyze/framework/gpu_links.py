@@ -9,9 +9,9 @@ tables the GPU analyzers share:
     memset), ``device``, ``stream``, ``ts``, ``end``, ``dur`` (int64 ns),
     ``correlation``, ``bytes``, ``copy_kind`` (ROCm), ``collective``, ``dtype``, ``in_nelems``,
     ``out_nelems`` and ``group_size`` (of a communication kernel, where the trace records them),
-    ``input_types`` of its operator, and the link to the host: ``launch`` (row of ``view.host`` of the runtime call that
-    launched it, -1 when the trace has none), ``launch_name``, ``launch_ts``,
-    ``launch_end`` (-1 when unknown), ``op`` (outermost CPU operator around
+    ``input_types`` of its operator, and the link to the host: ``launch`` (row of
+    ``view.host`` of the runtime call that launched it, -1 when the trace has none),
+    ``launch_name``, ``launch_ts``, ``launch_end`` (-1 when unknown), ``op`` (outermost CPU operator around
     the launch: what the user's code called), ``op_inner`` (innermost: the
     op that launched it), ``src_file``, ``src_line``, ``src_func``,
     ``module``, ``phase`` (from the host row), ``op_row`` (row of
