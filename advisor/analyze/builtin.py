@@ -9,7 +9,7 @@ after it (``comm`` after ``gpu_time``).
 """
 
 from advisor.analyze.framework import attention  # noqa: F401
-from advisor.analyze.ranks import comm, comm_sizes  # noqa: F401
+from advisor.analyze.ranks import comm, comm_sizes, nccl_bandwidth  # noqa: F401
 from advisor.analyze.framework import compiled, conv_layout, copies, data_quality, dataloader  # noqa: F401
 from advisor.analyze.ranks import ddp_sync  # noqa: F401
 from advisor.analyze.framework import elementwise, gpu_kernels, gpu_memory  # noqa: F401
@@ -21,5 +21,6 @@ from advisor.analyze.framework import roofline  # noqa: F401
 from advisor.analyze.framework import elementwise_runs, fp32_gemms, gemm_alignment  # noqa: F401
 from advisor.analyze.ranks import host as ranks  # noqa: F401
 from advisor.analyze.framework import source_lines, step_split, sync_causes, syncs  # noqa: F401
+from advisor.analyze.ranks import skew  # noqa: F401
 from advisor.analyze.system import cuda_api, gpu_gaps, kernels as system_kernels, osrt, timeline  # noqa: F401
 from advisor.analyze.framework import trace_info, workload, zero_grad  # noqa: F401

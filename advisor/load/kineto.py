@@ -29,7 +29,7 @@ One :class:`KinetoTrace` per file. Its tables:
       "no stream" values (4294967295, ``0xffffffff``) become -1.
     - ``sync_kind`` and ``wait_stream`` describe cuda_sync events;
       ``copy_kind`` is ROCm's memcpy direction (CUDA writes it in the name).
-    - ``collective``, ``dtype``, ``in_nelems``, ``group_size``, ``pg_name``:
+    - ``collective``, ``dtype``, ``in_nelems``, ``out_nelems``, ``group_size``, ``pg_name``:
       the c10d collective a communication op or kernel belongs to.
     - ``seq``: the autograd sequence number that ties a backward op to its
       forward op; ``input_types``, ``input_dims`` and ``concrete_inputs``: the
@@ -144,6 +144,7 @@ ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "collective": (("Collective name",), "str"),
     "dtype": (("dtype",), "str"),
     "in_nelems": (("In msg nelems", "in_msg_nelems"), "int"),
+    "out_nelems": (("Out msg nelems", "out_msg_nelems"), "int"),
     "group_size": (("Group size",), "int"),
     "pg_name": (("Process Group Name",), "str"),
 }
@@ -162,7 +163,6 @@ EXTRA_ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "occupancy_pct": (("est. achieved occupancy %",), "float"),
     "cbid": (("cbid", "cid"), "int"),
     "queued": (("queued",), "int"),
-    "out_nelems": (("Out msg nelems", "out_msg_nelems"), "int"),
     "call_stack": (("Call stack",), "str"),
     "module_hierarchy": (("Module Hierarchy",), "str"),
 }

@@ -7,11 +7,11 @@ tables the GPU analyzers share:
     One row per GPU op (``kernel``, ``gpu_memcpy``, ``gpu_memset``), in time
     order. Columns: ``cat``, ``name``, ``kind`` (compute, comm, memcpy,
     memset), ``device``, ``stream``, ``ts``, ``end``, ``dur`` (int64 ns),
-    ``correlation``, ``bytes``, ``copy_kind`` (ROCm), ``collective``, ``dtype`` and ``in_nelems`` (of a
-    communication kernel, where the trace records them), ``input_types`` of its operator, and the link
-    to the host: ``launch`` (row of ``view.host`` of the runtime call that
-    launched it, -1 when the trace has none), ``launch_name``, ``launch_ts``,
-    ``launch_end`` (-1 when unknown), ``op`` (outermost CPU operator around
+    ``correlation``, ``bytes``, ``copy_kind`` (ROCm), ``collective``, ``dtype``, ``in_nelems``,
+    ``out_nelems`` and ``group_size`` (of a communication kernel, where the trace records them),
+    ``input_types`` of its operator, and the link to the host: ``launch`` (row of
+    ``view.host`` of the runtime call that launched it, -1 when the trace has none),
+    ``launch_name``, ``launch_ts``, ``launch_end`` (-1 when unknown), ``op`` (outermost CPU operator around
     the launch: what the user's code called), ``op_inner`` (innermost: the
     op that launched it), ``src_file``, ``src_line``, ``src_func``,
     ``module``, ``phase`` (from the host row), ``op_row`` (row of
@@ -170,7 +170,7 @@ def _first_rows(keys: np.ndarray, rows: np.ndarray, wanted: np.ndarray) -> np.nd
 
 
 #: what NCCL kernels say about their collective (c10d's process-group info), where the trace has it
-_COLLECTIVE_COLS = ("collective", "dtype", "in_nelems")
+_COLLECTIVE_COLS = ("collective", "dtype", "in_nelems", "out_nelems", "group_size")
 _HOST_COLS = ("op", "op_inner", "src_file", "src_line", "src_func", "module", "phase")
 
 

@@ -21,7 +21,7 @@ from advisor.errors import InputError
 if TYPE_CHECKING:
     from advisor.analyze.framework.view import TraceView
 
-__all__ = ["BUILTIN", "SPEC_META_KEY", "GpuSpec", "device_spec", "load_specs", "spec_for"]
+__all__ = ["BUILTIN", "SPEC_META_KEY", "GpuLink", "GpuSpec", "device_spec", "load_specs", "spec_for"]
 
 #: the run metadata key (``run.json``) of a user's GPU spec table (``--gpu-spec FILE``)
 SPEC_META_KEY = "gpu_spec"
@@ -29,6 +29,15 @@ SPEC_META_KEY = "gpu_spec"
 BUILTIN = Path(__file__).with_name("gpu_specs.yaml")
 _GIB = 1 << 30
 _DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8")
+
+
+@dataclass(frozen=True)
+class GpuLink:
+    """A GPU's interconnect to its peers: its name and peak GB/s per direction (what NCCL's bus bandwidth meets)."""
+
+    name: str
+    gb_s: float
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class GpuSpec:
     vector: dict[str, float] = field(default_factory=dict)
     source: str = ""
     memory_gib: tuple[float, float] | None = None
+    link: GpuLink | None = None
 
     def peak_tflops(self, unit: str, dtype: str) -> float | None:
         """The peak for work of ``dtype`` on ``unit`` (matrix or vector); ``None`` when the table has none.
@@ -106,7 +116,18 @@ def _entry(path: Path, i: int, e: Any) -> GpuSpec:
     if mem is not None and not (isinstance(mem, list) and len(mem) == 2):
         raise InputError(path, f"gpus[{i}] ({e['name']}): `memory_gib` must be [low, high]")
     return GpuSpec(e["name"], e["match"], float(bw), peaks["matrix"], peaks["vector"], str(e.get("source", "")),
-                   (float(mem[0]), float(mem[1])) if mem else None)
+                   (float(mem[0]), float(mem[1])) if mem else None, _link(path, i, e))
+
+
+def _link(path: Path, i: int, e: dict[str, Any]) -> GpuLink | None:
+    raw = e.get("link")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or \
+            not isinstance(raw.get("gb_s"), (int, float)) or raw["gb_s"] <= 0:
+        raise InputError(path, f"gpus[{i}] ({e['name']}): `link` needs a `name` and `gb_s`, the interconnect's "
+                               "positive peak GB/s per direction")
+    return GpuLink(raw["name"], float(raw["gb_s"]), str(raw.get("source", "")))
 
 
 def _peaks(path: Path, i: int, e: dict[str, Any], unit: str) -> dict[str, float]:
