@@ -184,6 +184,9 @@ def _kept_prefix(trace_name: str, kept: str) -> bool:
     """A name ncu cut short matches when the words and numbers it keeps begin the trace name's."""
     words = re.findall(r"[A-Za-z_]\w*|\d+", _BUILTIN_CAST.sub("", kept.replace("(anonymous namespace)", "")))
     full = re.findall(r"[A-Za-z_]\w*|\d+", _BUILTIN_CAST.sub("", trace_name.replace("(anonymous namespace)", "")))
-    words = [w for w in words if w not in _NOISE][:-1]  # the last word may itself be cut
+    words = [w for w in words if w not in _NOISE]
     full = [w for w in full if w not in _NOISE]
-    return bool(words) and full[:len(words)] == words
+    if not words or len(full) < len(words):
+        return False
+    # the last word kept may itself be cut (``FillFunc`` of ``FillFunctor``)
+    return full[:len(words) - 1] == words[:-1] and full[len(words) - 1].startswith(words[-1])
