@@ -64,7 +64,7 @@ def _section(d: Diagnosis) -> dict[str, Any]:
 def _holds(rule: Rule, target: Diagnosis, env: Environment) -> bool:
     """Whether the rule's ``refines`` entry for ``target`` holds on this run."""
     compiled = rule.compiled()
-    refined = {"refined.rule_id": target.rule_id}
+    refined: dict[str, Any] = {"refined.rule_id": target.rule_id, "refined.kernels": list(target.kernels)}
     if target.phase is not None:
         refined["refined.phase"] = target.phase
     scope = Environment(ChainMap(refined, env.values))  # type: ignore[arg-type]

@@ -197,6 +197,9 @@ class _KernelFiles:
         reports = load_kernel_reports(paths)
         self.view = KernelView(reports, facts.get("kernels.top") or [])
         self.notes = [n for r in reports for n in r.notes]
+        joined = self.view.join_note()
+        if joined:
+            self.notes.append(joined)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.view, name)
