@@ -8,6 +8,9 @@ Two steps after the rules are evaluated:
   deeper tool. It becomes a *section* of DL001 (``refinements``: its texts,
   numbers, evidence and the stage's files) and leaves the ranked list, so the
   cause is told once. Without the earlier diagnosis it stays its own entry.
+  The condition can read ``refined.kernels``, the kernels the earlier
+  diagnosis names (its ``kernels``): a kernel-stage diagnosis explains the
+  diagnosis that named its kernel (``framework_name`` of ``ncu.kernels``).
 - :func:`combined_gain`: the time all the fixes together give back. Each
   diagnosis keeps its own ``impact_ms``; where several take their gain from
   the same phase of the step (``impact.phase``), they act on the same time,
