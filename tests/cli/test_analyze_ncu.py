@@ -105,5 +105,7 @@ def test_the_kernels_why_is_told_inside_the_diagnosis_that_named_it(tmp_path: Pa
     report = (run / "report.md").read_text()
     gpu009_part = report[report.index("GPU009 gpu-compute-bound"):]
     assert "**Why**, kernel (Nsight Compute), KRN003:" in gpu009_part and "`kernel/joined.csv`" in gpu009_part
+    # the kernel part shows the Nsight Compute figures first
+    assert "| bound   | duration_us | sm_pct | mem_pct |" in gpu009_part
     notes = json.loads((run / "findings.json").read_text())["notes"]
     assert not [n for n in notes if n.startswith("none of the")]
