@@ -148,9 +148,13 @@ def analyze_kernel_reports(reports: Sequence[NcuReport], framework_kernels: Sequ
 
     evidence = ", ".join(str(r.path) for r in reports)
     with analysing(evidence):
-        findings = run_analyzers(KernelView(reports, framework_kernels), "kernel", evidence=evidence)
+        view = KernelView(reports, framework_kernels)
+        findings = run_analyzers(view, "kernel", evidence=evidence)
     for report in reports:
         findings.notes.extend(report.notes)
+    joined = view.join_note()
+    if joined:
+        findings.notes.append(joined)
     return findings
 
 

@@ -30,6 +30,7 @@ UNITS: dict[str, str] = {
     "GB/s": "gigabytes per second",
     "bool": "true or false",
     "text": "a string",
+    "texts": "a list of strings",
     "ratio": "a dimensionless ratio",
     "table": "a list of records (evidence)",
 }

@@ -67,6 +67,8 @@ class KernelTarget:
     file: str = ""
     line: int = -1
     module: str = ""
+    #: the diagnoses that asked for this kernel (empty: chosen for its time)
+    asked_by: list[str] = field(default_factory=list)
 
     @classmethod
     def from_record(cls, row: Mapping[str, Any]) -> KernelTarget:
@@ -76,19 +78,43 @@ class KernelTarget:
 
 
 def select_kernels(kernels_top: Sequence[Mapping[str, Any]], limit: int = 3, min_share: float = 0.05,
-                   cover: float = 0.8) -> list[KernelTarget]:
-    """The kernels with the most GPU time: at most ``limit``, each at least ``min_share`` of it, stopping once
-    the chosen ones cover ``cover`` of it."""
-    rows = sorted((r for r in kernels_top if (r.get("share") or 0) >= min_share),
-                  key=lambda r: r.get("share") or 0, reverse=True)
-    chosen: list[KernelTarget] = []
-    covered = 0.0
-    for row in rows:
+                   cover: float = 0.8, asked: Sequence[tuple[str, str]] = (),
+                   candidates: Sequence[Mapping[str, Any]] = ()) -> list[KernelTarget]:
+    """At most ``limit`` kernels to profile, in this order:
+
+    1. the kernels a diagnosis names (``asked``: (kernel, rule id) pairs, in the diagnoses' rank order), each
+       recording which diagnoses asked for it (``asked_by``): the kernel stage answers their question;
+    2. ``candidates`` (``roofline.ncu_candidates``), in their own order (the time lost to the roofline);
+    3. the kernels with the most GPU time (``kernels_top``), each at least ``min_share`` of it, until the
+       chosen ones cover ``cover`` of it.
+    """
+    by_name = {str(r.get("name")): r for r in [*candidates, *kernels_top] if r.get("name")}
+    chosen: dict[str, KernelTarget] = {}
+    for name, rule_id in asked:
+        if name not in chosen and len(chosen) >= limit:
+            continue
+        target = chosen.setdefault(name, KernelTarget.from_record(by_name.get(name, {"name": name})))
+        if rule_id not in target.asked_by:
+            target.asked_by.append(rule_id)
+    for row in candidates:
+        if len(chosen) >= limit:
+            break
+        chosen.setdefault(str(row["name"]), KernelTarget.from_record(_with_share(row, kernels_top)))
+    covered = sum(t.share for t in chosen.values())
+    for row in sorted((r for r in kernels_top if (r.get("share") or 0) >= min_share),
+                      key=lambda r: r.get("share") or 0, reverse=True):
         if len(chosen) >= limit or covered >= cover:
             break
-        chosen.append(KernelTarget.from_record(row))
-        covered += float(row.get("share") or 0)
-    return chosen
+        if str(row.get("name")) not in chosen:
+            chosen[str(row["name"])] = KernelTarget.from_record(row)
+            covered += float(row.get("share") or 0)
+    return list(chosen.values())
+
+
+def _with_share(row: Mapping[str, Any], kernels_top: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """A roofline candidate with its kernels.top figures (calls per step, share of GPU time) where it has one."""
+    top = next((r for r in kernels_top if r.get("name") == row.get("name")), None)
+    return {**row, **{k: v for k, v in (top or {}).items() if k not in row or row[k] is None}}
 
 
 def build_command(target: KernelTarget, output: Path, program: Sequence[str], *, ncu: str = "ncu",

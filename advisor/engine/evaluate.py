@@ -53,6 +53,7 @@ class Diagnosis:
     fix_code: str = ""
     escalate: str | None = None
     phase: str | None = None
+    kernels: list[str] = field(default_factory=list)
     stages: list[str] = field(default_factory=list)
     refinements: list[dict[str, Any]] = field(default_factory=list)
     knowledge: list[str] = field(default_factory=list)
@@ -113,6 +114,7 @@ def evaluate_rule(loaded: LoadedRule | Rule, values: Mapping[str, Any] | Environ
         references=list(rule.references), evidence=_evidence(compiled.evidence, env),
         facts=_facts_used(references, env), status=rule.status, source=source,
     )
+    diagnosis.kernels = _kernels(compiled.kernels, env, diagnosis.evidence)
     return Outcome(rule.id, "fired"), diagnosis
 
 
@@ -158,6 +160,20 @@ def _evidence(expr: Any, env: Environment) -> list[dict[str, Any]]:
     if not isinstance(value, list):
         return []
     return [row for row in value[:MAX_EVIDENCE_ROWS] if isinstance(row, dict)]
+
+
+def _kernels(expr: Any, env: Environment, evidence: list[dict[str, Any]]) -> list[str]:
+    """The kernels a diagnosis names: its rule's ``kernels`` (names, or rows with ``name``/``kernel``), else
+    the evidence's ``kernel`` column; in order, once each."""
+    value = _value(expr, env) if expr is not None else [r for r in evidence if r.get("kernel")]
+    if isinstance(value, (str, dict)):
+        value = [value]
+    names = []
+    for item in value if isinstance(value, list) else []:
+        name = item.get("kernel") or item.get("name") if isinstance(item, dict) else item
+        if isinstance(name, str) and name:
+            names.append(name)
+    return list(dict.fromkeys(names))
 
 
 def _facts_used(names: Iterable[str], env: Environment) -> dict[str, Any]:

@@ -233,7 +233,8 @@ def refinement_problems(loaded: Iterable[LoadedRule], also: Iterable[LoadedRule]
     return problems
 
 
-_REFINED_SPECS = {n: FactSpec(n, "text", meaning) for n, meaning in REFINED_NAMES.items()}
+_REFINED_SPECS = {n: FactSpec(n, "texts" if n == "refined.kernels" else "text", meaning)
+                  for n, meaning in REFINED_NAMES.items()}
 
 
 def _with_refined(catalog: Catalog) -> Catalog:
@@ -309,6 +310,9 @@ def _value_problem(spec: FactSpec, value: Any) -> str | None:
         return None if isinstance(value, bool) else f"must be true or false, not {value!r}"
     if spec.unit == "text":
         return None if isinstance(value, str) else f"must be text, not {value!r}"
+    if spec.unit == "texts":
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        return None if ok else f"must be a list of strings, not {value!r}"
     return None if is_number(value) else f"must be a number ({spec.unit}), not {value!r}"
 
 

@@ -20,6 +20,7 @@ One rule per YAML file, ``rules/<stage>/<ID>-<name>.yaml``::
     fix_code: |                     # optional snippet, shown as code
       DataLoader(ds, num_workers=4, pin_memory=True, persistent_workers=True)
     escalate: nsys                  # optional: nsys | ncu
+    kernels: "[k.name for k in kernels.top if k.share >= 0.05]"  # optional: the kernels this diagnosis names
     refines:                        # optional, deeper stages: the earlier diagnosis this one explains
       - {rule: DL001, when: 'system.osrt.main_top_phase == refined.phase'}
     evidence: lines.top             # optional: a list-valued expression shown as a table
@@ -104,7 +105,8 @@ class Impact(BaseModel):
 
 #: what a ``refines.when`` condition can read besides the facts: the refined diagnosis
 REFINED_NAMES = {"refined.phase": "the phase the refined diagnosis's gain comes from (its impact.phase)",
-                 "refined.rule_id": "the id of the refined diagnosis's rule"}
+                 "refined.rule_id": "the id of the refined diagnosis's rule",
+                 "refined.kernels": "the kernels the refined diagnosis names (its `kernels`: the trace's names)"}
 
 
 class Refinement(BaseModel):
@@ -174,6 +176,9 @@ class Rule(BaseModel):
     fix_code: str = ""
     escalate: Literal["nsys", "ncu"] | None = None
     refines: list[Refinement] = Field(default_factory=list)
+    #: the kernels the diagnosis names (a list of kernel names, or of rows with ``name``/``kernel``): what the
+    #: kernel stage is asked about, and what its diagnoses refine; without it, the evidence's ``kernel`` column
+    kernels: str | None = None
     evidence: str | None = None
     knowledge: list[str] = Field(default_factory=list)
     references: list[str] = Field(default_factory=list)
@@ -224,7 +229,7 @@ class Rule(BaseModel):
             raise ValueError("must be kebab-case, like dataloader-starvation")
         return v
 
-    @field_validator("when", "evidence")
+    @field_validator("when", "evidence", "kernels")
     @classmethod
     def _expr(cls, v: str | None) -> str | None:
         return None if v is None else _expression(v)
@@ -278,6 +283,7 @@ class CompiledRule:
         self.phase: Expression | None = compile_expression(phase) if phase else None
         self.refines: list[Expression] = [compile_expression(r.when) for r in rule.refines]
         self.evidence: Expression | None = compile_expression(rule.evidence) if rule.evidence else None
+        self.kernels: Expression | None = compile_expression(rule.kernels) if rule.kernels else None
         self.tiers: list[tuple[Severity, Expression]] = (
             [(t.level, compile_expression(t.when)) for t in rule.severity]
             if isinstance(rule.severity, list) else []
@@ -297,6 +303,8 @@ class CompiledRule:
             yield ("refines", i, "when"), expr
         if self.evidence is not None:
             yield ("evidence",), self.evidence
+        if self.kernels is not None:
+            yield ("kernels",), self.kernels
         for name, template in self.texts.items():
             for expr in template.expressions():
                 yield (name,), expr
@@ -304,7 +312,7 @@ class CompiledRule:
     def references(self) -> set[str]:
         """Every fact name the rule reads."""
         names = set(self.when.references())
-        for expr in (self.impact, self.phase, self.evidence, *(e for _, e in self.tiers)):
+        for expr in (self.impact, self.phase, self.evidence, self.kernels, *(e for _, e in self.tiers)):
             if expr is not None:
                 names |= expr.references()
         for template in self.texts.values():

@@ -8,6 +8,9 @@ Two steps after the rules are evaluated:
   deeper tool. It becomes a *section* of DL001 (``refinements``: its texts,
   numbers, evidence and the stage's files) and leaves the ranked list, so the
   cause is told once. Without the earlier diagnosis it stays its own entry.
+  The condition can read ``refined.kernels``, the kernels the earlier
+  diagnosis names (its ``kernels``): a kernel-stage diagnosis explains the
+  diagnosis that named its kernel (``framework_name`` of ``ncu.kernels``).
 - :func:`combined_gain`: the time all the fixes together give back. Each
   diagnosis keeps its own ``impact_ms``; where several take their gain from
   the same phase of the step (``impact.phase``), they act on the same time,
@@ -54,17 +57,18 @@ def stages_of(names: Iterable[str], own: str) -> list[str]:
 
 
 # refinement ---------------------------------------------------------------------
-def _section(d: Diagnosis) -> dict[str, Any]:
+def _section(d: Diagnosis, rule: Rule) -> dict[str, Any]:
+    reads = sorted(n for n in rule.compiled().references() if fact_stage(n) == d.stage)
     return {"rule_id": d.rule_id, "name": d.name, "stage": d.stage, "tool": STAGE_TOOLS.get(d.stage, d.stage),
             "severity": d.severity, "impact_ms": d.impact_ms, "what": d.what, "where": d.where, "why": d.why,
             "fix": d.fix, "evidence": d.evidence, "facts": {k: v for k, v in d.facts.items()
-                                                           if fact_stage(k) == d.stage}, "files": []}
+                                                           if fact_stage(k) == d.stage}, "reads": reads, "files": []}
 
 
 def _holds(rule: Rule, target: Diagnosis, env: Environment) -> bool:
     """Whether the rule's ``refines`` entry for ``target`` holds on this run."""
     compiled = rule.compiled()
-    refined = {"refined.rule_id": target.rule_id}
+    refined: dict[str, Any] = {"refined.rule_id": target.rule_id, "refined.kernels": list(target.kernels)}
     if target.phase is not None:
         refined["refined.phase"] = target.phase
     scope = Environment(ChainMap(refined, env.values))  # type: ignore[arg-type]
@@ -94,15 +98,15 @@ def refine(diagnoses: list[Diagnosis], outcomes: list[Outcome], rules: Mapping[s
             if not _holds(rule, target, env):
                 continue
             into = host.get(target.rule_id, target)
-            _fold(d, into, host)
+            _fold(d, rule, into, host)
             _note(outcomes, d.rule_id, f"explains {target.rule_id}: shown inside it as its "
                                        f"{'how (system)' if d.stage == 'system' else 'why (kernel)'}")
             break
     return [d for d in diagnoses if d.rule_id not in host]
 
 
-def _fold(d: Diagnosis, into: Diagnosis, host: dict[str, Diagnosis]) -> None:
-    into.refinements.append(_section(d))
+def _fold(d: Diagnosis, rule: Rule, into: Diagnosis, host: dict[str, Diagnosis]) -> None:
+    into.refinements.append(_section(d, rule))
     into.refinements.extend(d.refinements)  # what already refined d comes along
     into.stages = [s for s in STAGE_ORDER if s in {*into.stages, *d.stages}]
     if into.impact_ms is None and d.impact_ms is not None:  # the deeper stage estimated what the first could not
@@ -120,10 +124,12 @@ def _note(outcomes: list[Outcome], rule_id: str, reason: str) -> None:
 
 
 def attach_files(diagnoses: Sequence[Diagnosis], evidence: Mapping[str, str | None]) -> None:
-    """Each section's ``files``: the raw files its stage's facts were measured in (fact name -> file)."""
+    """Each section's ``files``: the raw files its stage's facts were measured in (fact name -> file), those of
+    the tables it read (``reads``: ncu.kernels) included."""
     for d in diagnoses:
         for section in d.refinements:
-            files = {evidence[n] for n in section["facts"] if evidence.get(n)}
+            names = {*section["facts"], *section.get("reads", [])}
+            files = {evidence[n] for n in names if evidence.get(n)}
             section["files"] = sorted(f for f in files if f)
 
 

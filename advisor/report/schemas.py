@@ -82,6 +82,7 @@ class Refinement(_Strict):
     fix: str
     evidence: list[dict[str, Any]] = Field(description="evidence rows (records), at most 20")
     facts: dict[str, Any] = Field(description="the facts of that stage the rule read, with this run's values")
+    reads: list[str] = Field(description="the facts of that stage the rule read, its tables included (ncu.kernels)")
     files: list[str] = Field(description="the raw files those facts were measured in")
 
 
@@ -103,6 +104,8 @@ class Diagnosis(_Strict):
     escalate: Optional[Literal["nsys", "ncu"]] = Field(description="the next stage this diagnosis asks for")
     phase: Optional[str] = Field(description="the phase of the step the gain comes from (impact.phase); null when "
                                              "the gain is not tied to one phase")
+    kernels: list[str] = Field(description="the kernels it names, as the framework trace names them (its rule's "
+                               "`kernels`, or its evidence's kernel column): what the kernel stage is asked about")
     stages: list[Stage] = Field(description="the stages whose findings it uses, in workflow order")
     refinements: list[Refinement] = Field(description="deeper stages' diagnoses that explain this one, in stage "
                                                        "order")

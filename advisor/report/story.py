@@ -67,10 +67,26 @@ def _not_examined(stage: str, entry: Mapping[str, Any] | None, diag: Mapping[str
     return {"status": "not examined", "reason": reason, "command": command}
 
 
+#: the Nsight Compute figures a kernel part shows first: the table keeps its first columns when the page is narrow
+_KERNEL_FIRST = ("function", "bound", "duration_us", "sm_pct", "mem_pct", "dram_pct", "achieved_occ_pct",
+                 "theoretical_occ_pct", "occ_limiter", "top_stall", "excess_sector_fraction", "fp64_share",
+                 "type", "rule", "message", "speedup", "op", "share")
+
+
+def _kernel_first(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        first = {k: row[k] for k in _KERNEL_FIRST if k in row}
+        out.append({**first, **{k: v for k, v in row.items() if k not in first}})
+    return out
+
+
 def _found(part: Mapping[str, Any], section: Mapping[str, Any], files: list[str],
            units: Mapping[str, str]) -> dict[str, Any]:
     rows = [{"name": k, "value": v, "unit": units.get(k, "")} for k, v in (section.get("facts") or {}).items()]
     extra = {k: v for k, v in section.items() if k not in part}
+    if section.get("stage") == "kernel" and extra.get("evidence"):
+        extra["evidence"] = _kernel_first(extra["evidence"])
     return {**part, **extra, "status": "found", "own": False, "files": section.get("files") or files,
             "fact_rows": rows}
 

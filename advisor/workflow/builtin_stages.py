@@ -139,9 +139,13 @@ def _system_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping
 
 # kernel (Nsight Compute: advisor.collect.ncu runs it, advisor.load.ncu_* read it) ----------------
 def _kernel_targets(ctx: StageContext) -> list[Any]:
+    """The kernels the diagnoses so far name, in their rank order, then those the roofline says lose the most
+    time, then the ones with the most of it."""
     from advisor.collect.ncu import select_kernels
 
-    return select_kernels(ctx.facts.get("kernels.top") or [])
+    asked = [(name, d.rule_id) for d in ctx.diagnoses for name in getattr(d, "kernels", ()) or ()]
+    return select_kernels(ctx.facts.get("kernels.top") or [], asked=asked,
+                          candidates=ctx.facts.get("roofline.ncu_candidates") or [])
 
 
 def _kernel_command(ctx: StageContext) -> str | None:
@@ -197,6 +201,9 @@ class _KernelFiles:
         reports = load_kernel_reports(paths)
         self.view = KernelView(reports, facts.get("kernels.top") or [])
         self.notes = [n for r in reports for n in r.notes]
+        joined = self.view.join_note()
+        if joined:
+            self.notes.append(joined)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.view, name)

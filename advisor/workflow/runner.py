@@ -125,7 +125,7 @@ class StageRunner:
     # ways a stage gets its data ----------------------------------------------------
     def context(self, spec: StageSpec) -> StageContext:
         return StageContext(self.run.path, self.run.stage(spec.name), self.config, self.run_meta, self.timeout_s,
-                            self.progress, self.findings.values())
+                            self.progress, self.findings.values(), list(self.diagnosed.diagnoses))
 
     def _command(self, spec: StageSpec, ctx: StageContext) -> str | None:
         try:

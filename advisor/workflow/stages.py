@@ -63,6 +63,7 @@ class StageContext:
     timeout_s: float | None = None
     progress: Callable[[str], None] | None = None
     facts: Mapping[str, Any] = field(default_factory=dict)  # the findings so far (``kernels.top``, ...)
+    diagnoses: Sequence[Any] = ()  # the diagnoses so far: the kernels they name are what the kernel stage is asked
 
     @property
     def cuda(self) -> bool:

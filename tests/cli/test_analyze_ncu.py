@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -34,3 +35,77 @@ def test_analyze_ncu_stdout_log(tmp_path: Path) -> None:
     assert cli.code == 0, cli.output
     facts = {f["name"]: f["value"] for f in json.loads((tmp_path / "run" / "findings.json").read_text())["facts"]}
     assert facts["ncu.kernel_count"] == 1 and facts["ncu.kernels"][0]["bound"] == "latency"
+
+
+# the kernel stage's why inside the diagnosis that named the kernel (issue 17) ------------------------------------
+V100 = "v100_resnet_single_rank.pt.trace.json.gz"
+
+
+def _framework_run(tmp_path: Path) -> Path:
+    out = tmp_path / "run"
+    cli = run_cli("analyze", str(fixture_path("kineto", V100)), "--out", str(out), cwd=tmp_path)
+    assert cli.code == 0, cli.output
+    return out
+
+
+def _diagnoses(run: Path) -> dict[str, dict]:
+    return {d["rule_id"]: d for d in json.loads((run / "diagnoses.json").read_text())["diagnoses"]}
+
+
+def test_a_report_of_another_program_stays_apart_and_is_said(tmp_path: Path) -> None:
+    """NVIDIA's example report holds addConstDouble, a kernel the ResNet trace never ran: its diagnoses explain
+    nothing of the framework stage's, and the report says the kernels did not join."""
+    report = EXAMPLES / "addConstDouble.ncu-rep"
+    if not report.exists() or shutil.which("ncu") is None:
+        pytest.skip("needs Debian's nsight-compute package")
+    run = _framework_run(tmp_path)
+    cli = run_cli("analyze", str(run), str(report), cwd=tmp_path)
+    assert cli.code == 0, cli.output
+    diagnoses = _diagnoses(run)
+    assert {"GPU006", "GPU009", "KRN001", "KRN008", "NCU001"} <= set(diagnoses)
+    assert all(r["stage"] != "kernel" for d in diagnoses.values() for r in d["refinements"])
+    notes = json.loads((run / "findings.json").read_text())["notes"]
+    said = [n for n in notes if n.startswith("none of the 1 kernel(s) in addConstDouble.ncu-rep")]
+    assert said and "explain no framework diagnosis" in said[0]
+    assert "none of the 1 kernel(s) in addConstDouble.ncu-rep" in (run / "report.md").read_text().replace("\n", " ")
+
+
+def test_the_kernels_why_is_told_inside_the_diagnosis_that_named_it(tmp_path: Path) -> None:
+    """No GPU here, and no fixture has an ncu report of a kernel in a Kineto trace. So: NVIDIA's real counters
+    of one kernel (the ncu 2025 CSV fixture) under the name of the V100 trace's top kernel, which GPU009 names;
+    the counters are real, the trace is real, only the name that joins them is put in."""
+    run = _framework_run(tmp_path)
+    facts = {f["name"]: f["value"] for f in json.loads((run / "findings.json").read_text())["facts"]}
+    top = facts["kernels.top"][0]["name"]
+    assert top in _diagnoses(run)["GPU009"]["kernels"]
+    with fixture_path("ncu", "pytorch_ocr_kernel_details_ncu2025.csv").open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    column = rows[0].index("Kernel Name")
+    for row in rows[1:]:
+        row[column] = top
+    joined = tmp_path / "joined.csv"
+    with joined.open("w", newline="") as fh:
+        csv.writer(fh, quoting=csv.QUOTE_ALL).writerows(rows)
+
+    cli = run_cli("analyze", str(run), str(joined), cwd=tmp_path)
+    assert cli.code == 0, cli.output
+    diagnoses = _diagnoses(run)
+    assert not [i for i in diagnoses if i.startswith(("KRN", "NCU"))], "every kernel diagnosis is GPU009's why"
+    gpu009 = diagnoses["GPU009"]
+    assert gpu009["stages"] == ["framework", "kernel"]
+    whys = {s["rule_id"]: s for s in gpu009["refinements"]}
+    assert {"KRN003", "NCU001"} <= set(whys) and all(s["stage"] == "kernel" for s in whys.values())
+    latency = whys["KRN003"]
+    assert latency["files"] == ["kernel/joined.csv"]
+    row = latency["evidence"][0]
+    assert row["framework_name"] == top and row["op"] == "aten::add_" and row["bound"] == "latency"
+    assert row["sm_pct"] > 0  # the real counters of the fixture
+    outcomes = {o["rule_id"]: o for o in json.loads((run / "diagnoses.json").read_text())["outcomes"]}
+    assert outcomes["KRN003"]["reason"] == "explains GPU009: shown inside it as its why (kernel)"
+    report = (run / "report.md").read_text()
+    gpu009_part = report[report.index("GPU009 gpu-compute-bound"):]
+    assert "**Why**, kernel (Nsight Compute), KRN003:" in gpu009_part and "`kernel/joined.csv`" in gpu009_part
+    # the kernel part shows the Nsight Compute figures first
+    assert "| bound   | duration_us | sm_pct | mem_pct |" in gpu009_part
+    notes = json.loads((run / "findings.json").read_text())["notes"]
+    assert not [n for n in notes if n.startswith("none of the")]

@@ -18,6 +18,7 @@ from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.kernel.metrics import per_kernel
 from advisor.analyze.kernel.view import KernelView
 from advisor.analyze.registry import analyzer
+from advisor.tools.ncu_names import same_kernel
 
 KERNEL_COLUMNS = {
     "report": "text: the file the kernel's results came from",
@@ -54,6 +55,7 @@ KERNEL_COLUMNS = {
     "excess_sector_fraction": "fraction: share of global-access L2 sectors beyond fully coalesced access",
     "smem_excess_fraction": "fraction: share of shared-memory wavefronts caused by bank conflicts",
     "fp64_pipe_pct": "ratio: FP64 pipe busy, % of peak",
+    "framework_name": "text: the kernel's name in the framework stage's trace (empty: the trace has no such kernel)",
     "op": "text: PyTorch operator that launched it (framework stage)",
     "site": "text: file:line (function) in the user's code",
     "file": "text: the user's file",
@@ -65,26 +67,23 @@ KERNEL_COLUMNS = {
     "where": "text: the kernel and, where known, the operator, source line and module that launched it",
 }
 RULE_COLUMNS = {
-    "report": "text: the file", "kernel": "text: the kernel", "section": "text: ncu section",
+    "report": "text: the file", "kernel": "text: the kernel",
+    "framework_name": "text: the kernel's name in the framework stage's trace (empty: not in it)", "section": "text: ncu section",
     "rule": "text: ncu rule identifier", "type": "text: OPT, WRN, INF or ERR as ncu rated it",
     "message": "text: ncu's own words", "speedup": "ratio: ncu's estimated speedup, %",
 }
 
 
 def _origin(kernel: str, function: str, framework: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Where the framework stage saw this kernel: its kernels.top row, matched by the filter ncu is given."""
-    from advisor.tools.ncu_names import kernel_filter
-
+    """Where the framework stage saw this kernel: its kernels.top row, joined by :func:`same_kernel`."""
     for row in framework:
         name = str(row.get("name", ""))
-        base, regex = kernel_filter(name)
-        subject = kernel if base == "demangled" else function
-        if name == kernel or re.search(regex[len("regex:"):], subject):
-            return {"op": row.get("op", ""), "site": row.get("site", ""), "file": row.get("file", ""),
-                    "line": row.get("line", -1), "module": row.get("module", ""), "share": row.get("share"),
-                    "ms_per_step": row.get("ms"), "calls_per_step": row.get("calls_per_step")}
-    return {"op": "", "site": "", "file": "", "line": -1, "module": "", "share": None, "ms_per_step": None,
-            "calls_per_step": None}
+        if same_kernel(name, kernel, function):
+            return {"framework_name": name, "op": row.get("op", ""), "site": row.get("site", ""),
+                    "file": row.get("file", ""), "line": row.get("line", -1), "module": row.get("module", ""),
+                    "share": row.get("share"), "ms_per_step": row.get("ms"), "calls_per_step": row.get("calls_per_step")}
+    return {"framework_name": "", "op": "", "site": "", "file": "", "line": -1, "module": "", "share": None,
+            "ms_per_step": None, "calls_per_step": None}
 
 
 @analyzer("ncu_kernels", stage="kernel", needs=("launches",), provides=(
@@ -120,8 +119,22 @@ def ncu_rules(view: KernelView) -> dict[str, Any]:
     rules = rules[rules["type"].isin(["OPT", "WRN", "ERR", "INF"]) & (rules["message"].astype(str) != "")]
     keep = ["report", "kernel", "section", "rule", "type", "message", "speedup"]
     out = rules[keep].copy()
+    names = _framework_names(view)
+    out["framework_name"] = out["kernel"].astype(str).map(lambda k: names.get(k, ""))
     out["message"] = out["message"].astype(str).map(_plain_links)
     return {"ncu.rules": records(out.to_dict("records"))}
+
+
+def _framework_names(view: KernelView) -> dict[str, str]:
+    """ncu's kernel name -> the trace's name of it, for the launches the framework stage saw."""
+    launches = view.launches
+    if len(launches) == 0 or not view.framework_kernels:
+        return {}
+    functions = launches["function"] if "function" in launches else launches["kernel"]
+    out = {}
+    for kernel, function in dict.fromkeys(zip(launches["kernel"].astype(str), functions.astype(str))):
+        out[kernel] = str(_origin(kernel, function, view.framework_kernels)["framework_name"])
+    return out
 
 
 def _where(row: Mapping[str, Any]) -> str:

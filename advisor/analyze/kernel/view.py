@@ -47,6 +47,24 @@ class KernelView:
             frames.append(frame)
         return pd.concat(frames, ignore_index=True) if frames else empty_rules()
 
+    def join_note(self) -> str | None:
+        """What to tell the reader when no profiled kernel is one the framework stage saw (a report of another
+        program, or of kernels outside the traced steps): the kernel findings then explain no diagnosis."""
+        from advisor.tools.ncu_names import same_kernel
+
+        launches = self.launches
+        if len(launches) == 0 or not self.framework_kernels:
+            return None
+        pairs = dict.fromkeys(zip(launches["kernel"].astype(str), launches["function"].astype(str)))
+        names = [str(r.get("name", "")) for r in self.framework_kernels]
+        if any(same_kernel(n, k, f) for k, f in pairs for n in names):
+            return None
+        shown = ", ".join(sorted({f or k for k, f in pairs})[:3]) + (", ..." if len(pairs) > 3 else "")
+        files = ", ".join(r.path.name for r in self.reports)
+        return (f"none of the {len(pairs)} kernel(s) in {files} ({shown}) is among the "
+                f"{len(names)} kernels of the framework trace: the report is of another program or of other "
+                "steps, so its findings stand alone and explain no framework diagnosis")
+
     def has(self, table: str) -> bool:
         if table == "launches":
             return any(len(r.launches) for r in self.reports)
