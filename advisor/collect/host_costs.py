@@ -1,4 +1,4 @@
-"""Per-operator host costs of this process, measured once just before the recording starts.
+"""Per-operator host costs of this process, measured once as the profiler's warm-up begins.
 
 Some gains depend on what one operator call costs on *this* machine, in *this*
 process (its torch build, its thread settings, the CPU's speed and load): the
@@ -6,9 +6,10 @@ host time autograd adds to each op it records, for example, is what
 ``torch.inference_mode()`` gives back in an inference loop. A trace shows how
 many such calls a step makes, not what each costs without the profiler, so the
 collector times small forwards here, with grad mode on and under inference
-mode, and writes the figures into ``run.json`` (``host_costs``). It takes
-about a fifth of a second, outside the recorded steps, and never raises into
-the script.
+mode, and writes the figures into ``run.json`` (``host_costs``). It takes a
+few tenths of a second, before the warm-up steps (ranks that finish it at
+different times meet again there, not in a recorded step), and never raises
+into the script.
 
 Two kinds of probe, because neither alone prices a real model's recording:
 

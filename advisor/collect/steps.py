@@ -87,7 +87,7 @@ class StepDriver:
         self.timings: dict[str, float] = {}
         #: torch threads and OMP_NUM_THREADS when the recording began (scripts often set them)
         self.capture_threads: dict[str, Any] | None = None
-        #: per-op host costs of this process, measured just before the recording (advisor.collect.host_costs)
+        #: per-op host costs of this process, measured as the warm-up begins (advisor.collect.host_costs)
         self.host_costs: dict[str, float] | None = None
         #: what the backend recorded: "none", "partial" (the script ended inside the window) or "complete"
         self.recorded = "none"
@@ -248,10 +248,12 @@ class StepDriver:
         if old == "wait" and new in ("warmup", "active"):
             self._instrument(True)
             self.backend.prepare()
+            # Before the warm-up, not at the capture: the probes take a few hundred ms, and ranks that finish
+            # them at different times meet again at the warm-up's first collective, not in a recorded step.
+            self.host_costs = measure_host_costs()
             self.timings["warmup_start"] = self._now()
         if new == "active":
             self.capture_threads = thread_settings()
-            self.host_costs = measure_host_costs()
             self.backend.start(self.step)
             self.timings["capture_start"] = self._now()
         if new == "done":
