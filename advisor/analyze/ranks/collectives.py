@@ -34,6 +34,7 @@ world size); a point-to-point kernel's factor is 1 whatever ``n``.
 from __future__ import annotations
 
 import re
+from weakref import WeakKeyDictionary
 
 import numpy as np
 import pandas as pd
@@ -92,15 +93,23 @@ def _column(ops: pd.DataFrame, name: str, missing: object) -> np.ndarray:
         np.full(len(ops), missing, dtype=object if isinstance(missing, str) else "int64")
 
 
+#: the window's table per view: the bandwidth analyzer and the ranks' skew both read the first rank's
+_WINDOW_ROWS: WeakKeyDictionary[TraceView, pd.DataFrame] = WeakKeyDictionary()
+
+
 def collective_kernels(view: TraceView, ops: pd.DataFrame | None = None) -> pd.DataFrame:
     """The communication kernels of the analysed device in the window (or of ``ops``), one row each (:data:`COLUMNS`).
 
-    Times are int64 ns; ``bytes`` 0 and the bandwidths NaN where the trace records no message size.
+    Times are int64 ns; ``bytes`` 0 and the bandwidths NaN where the trace records no message size. The window's
+    table is computed once per view; callers must not modify it.
     """
     if ops is None:
-        if not view.trace.has_gpu or len(view.gpu.in_window) == 0:
-            return pd.DataFrame(columns=list(COLUMNS))
-        ops = view.gpu.device_ops
+        hit = _WINDOW_ROWS.get(view)
+        if hit is None:
+            hit = _WINDOW_ROWS[view] = (
+                collective_kernels(view, view.gpu.device_ops)
+                if view.trace.has_gpu and len(view.gpu.in_window) else pd.DataFrame(columns=list(COLUMNS)))
+        return hit
     comm = ops[(ops["kind"] == "comm").to_numpy()]
     names = comm["name"].astype(str).to_numpy(dtype=object)
     c10d = _column(comm, "collective", "")
