@@ -70,7 +70,9 @@ class _Calls:
         known = modelled_names()
         meta = [view.host_column(c).astype("float64") if c in view.events else np.full(len(host), np.nan)
                 for c in ("kernel_num_gb", "kernel_flop")]
-        measured = np.isfinite(meta[0]) | np.isfinite(meta[1])
+        # only Inductor's launch ranges: torch._inductor.analysis.profile_analysis writes the same args on
+        # the aten ops it augments, which the shape models cover (or, unknown to them, stay unmodelled)
+        measured = (np.isfinite(meta[0]) | np.isfinite(meta[1])) & view.host_names(_is_triton_name, bool)
         cand = (host["cat"] == "cpu_op").to_numpy() & (view.host_names(known.__contains__, bool) | measured)
         self.cost: dict[int, OpCost] = {}
         self.key = np.full(len(host), -1, "int64")
@@ -182,6 +184,10 @@ def efficiency_join(view: TraceView, spec: GpuSpec | None,
     position = np.empty(n, "int64")
     position[order] = np.arange(n)
     return table.iloc[order].reset_index(drop=True), kernels, position[ids]
+
+
+def _is_triton_name(name: str) -> bool:
+    return name.startswith("triton")
 
 
 def _triton(names: np.ndarray) -> np.ndarray:
