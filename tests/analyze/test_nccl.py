@@ -106,18 +106,41 @@ def test_single_gpu_trace_has_no_collectives() -> None:
 
 
 def test_recsys_skew_against_the_hand_worked_figures(recsys: dict) -> None:
+    """Four SendRecv exchanges are the k-th of their step on both ranks (ends within 0.4 ms once aligned); a
+    fifth is rank 0's second of step 551 and rank 1's first (both end at ...898187835 us, the first and second
+    of each rank are 62.8 and 41.4 ms apart otherwise): matched by its end, its 4.88 ms of skew count too."""
     assert recsys["ranks.skew.unaligned"] is False
-    assert recsys["ranks.skew.matched"] == 4
+    assert recsys["ranks.skew.matched"] == 5
     rows = {r["rank"]: r for r in recsys["ranks.skew.table"]}
     assert rows[0]["collectives"] == rows[1]["collectives"] == 10
     assert rows[1]["offset_us"] == pytest.approx(-23.5, abs=0.01) and rows[1]["agreeing"] == 4
-    assert recsys["ranks.skew.ms_per_step"] == pytest.approx((27006 + 4 * 23.5) / 2 / 1e3, abs=0.001)
+    # the k-th pairs' 27.1 ms, and step 551's pair matched by its end: rank 1 starts at ...898129911 us, rank 0
+    # at ...898125052 us, 23.5 us apart on the clocks
+    by_order = (27006 + 4 * 23.5) / 1e3
+    by_end = (129911 + 23.5 - 125052) / 1e3
+    assert recsys["ranks.skew.ms_per_step"] == pytest.approx((by_order + by_end) / 2, abs=0.001)
     assert rows[0]["skew_ms"] == pytest.approx(recsys["ranks.skew.ms_per_step"]) and rows[1]["skew_ms"] == 0
     assert recsys["ranks.skew.last_rank"] == 1 and recsys["ranks.skew.last_share"] == 1.0
-    # the exchange after rank 1 arrives: 8.4 + 42.6 + 13.8 + 62.3 ms (mean of the ranks) over two steps
-    assert recsys["ranks.skew.comm_ms_per_step"] == pytest.approx(63.5, abs=0.05)
+    # the exchange after rank 1 arrives: 8.4 + 42.6 + 13.8 + 62.3 ms, and 57.9 ms for the end-matched one
+    # (mean of the ranks), over two steps
+    assert recsys["ranks.skew.comm_ms_per_step"] == pytest.approx((127.0 + 57.9) / 2, abs=0.05)
     skew, comm = recsys["ranks.skew.ms_per_step"], recsys["ranks.skew.comm_ms_per_step"]
     assert recsys["ranks.skew.share"] == pytest.approx(skew / (skew + comm))
+
+
+def test_sendrecv_is_matched_by_its_end_not_its_order() -> None:
+    """match_by_end pairs nearest ends first, each kernel once, within the tolerance; other types keep k-th keys."""
+    ms = 1_000_000
+    ref = {(1, "sendrecv", 0, 0): (0, 10 * ms), (1, "sendrecv", 0, 1): (11 * ms, 30 * ms),
+           (1, "allreduce", 64, 0): (40 * ms, 41 * ms)}
+    other = {(1, "sendrecv", 0, 0): (5 * ms, 30 * ms + 100), (1, "sendrecv", 0, 1): (31 * ms, 50 * ms),
+             (1, "allreduce", 64, 0): (40 * ms, 42 * ms)}
+    matched = skew_mod.match_by_end(ref, other, offset=0.0)
+    assert matched == {(1, "sendrecv", 0, 1): (5 * ms, 30 * ms + 100), (1, "allreduce", 64, 0): (40 * ms, 42 * ms)}
+    shifted = skew_mod.match_by_end(ref, {k: (a + 7 * ms, b + 7 * ms) for k, (a, b) in other.items()}, 7 * ms)
+    assert set(shifted) == set(matched)  # the clock offset is taken off first
+    assert skew_mod.match_by_end(ref, other, offset=skew_mod.TOLERANCE_NS + 101) == {
+        (1, "allreduce", 64, 0): (40 * ms, 42 * ms)}  # beyond the tolerance: no partner
 
 
 def test_clock_offset_is_the_agreeing_pairs_median() -> None:
