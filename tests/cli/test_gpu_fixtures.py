@@ -92,7 +92,7 @@ def test_recsys_ranks_straggler(tmp_path: Path) -> None:
     straggler = next(d for d in run.diagnoses if d["rule_id"] == "GPU008")
     assert straggler["where"] == "rank 1"
     assert "Ranks: compute imbalance 26%; straggler rank 1; rank 0 waits" in (out / "report.md").read_text()
-    assert "Skew: over 4 collectives matched across the ranks, 13.6 ms per step" in (out / "report.html").read_text()
+    assert "Skew: over 5 collectives matched across the ranks, 16.0 ms per step" in (out / "report.html").read_text()
     assert "<h3>Ranks</h3>" in (out / "report.html").read_text()
 
 
