@@ -328,3 +328,24 @@ def test_a_template_kernel_with_flops_is_bounded_by_the_matrix_peak() -> None:
     assert (mm.category, mm.unit, mm.dtype, mm.flops, mm.bytes) == ("triton", "matrix", "bf16", 2 * 4096**3,
                                                                     0.025165824e9)
     assert triton_cost("triton_poi_fused_add_0", math.nan, math.nan, ["float"]) is None
+
+
+def test_the_per_category_comparison_script_agrees_with_the_limits() -> None:
+    """bench/tracelens_compare.py prints the per-category table of issue 18's closing note: it must show every
+    category of the peer's CSVs within the issue's limits (1% FLOPs and bytes, 2% TFLOP/s), no row missing."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "tracelens_compare.py"
+    spec = importlib.util.spec_from_file_location("tracelens_compare", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    folders = [fixture_path("tracelens", "mi300x", name) for name in FOLDERS]
+    table = {t["category"]: t for t in script.by_category(script.compare(folders))}
+    assert "(missing)" not in table
+    assert set(table) == {"GEMM", "SDPA_fwd", "CONV_fwd", "CONV_bwd", "NORM_fwd", "NORM_bwd", "(composite)"}
+    for cat, t in table.items():
+        if cat.startswith("("):
+            continue
+        assert t["max_flops"] < 0.01 and t["max_bytes"] < 0.01 and t["max_tflops"] < 0.02, cat
+    assert table["GEMM"]["rows"] >= 40 and table["CONV_bwd"]["masked"] == 1
+    assert "| GEMM | 45 | 6 |" in script.markdown(list(table.values()))
