@@ -159,3 +159,32 @@ def test_the_models_bytes_are_shown_beside_the_measured_ones(tmp_path: Path) -> 
     assert cells[2:] == ["0.0407", "0.551", "2.22", "4.03"]
     html = (run / "report.html").read_text()
     assert "Measured by Nsight Compute" in html and "<td class=\"num\">4.03</td>" in html
+
+
+def test_the_kernel_stage_is_the_why_of_an_operator_far_below_its_roofline(tmp_path: Path) -> None:
+    """TimeSformer on an MI300X (TraceLens fixture): GPU020 finds its time attention's bmm at 1% of the roof and
+    names its kernel; the ncu 2025 CSV's real counters under that kernel's name become GPU020's why (kernel),
+    whose evidence puts the model's GFLOP and MB per call beside the DRAM bytes measured."""
+    trace = fixture_path("tracelens", "mi300x", "facebook_timesformer-base-finetuned-k400__1016002", "trace.json.gz")
+    run = tmp_path / "run"
+    cli = run_cli("analyze", str(trace), "--out", str(run), cwd=tmp_path)
+    assert cli.code == 0, cli.output
+    gpu020 = _diagnoses(run)["GPU020"]
+    assert gpu020["escalate"] == "ncu" and len(gpu020["kernels"]) == 1
+    [kernel] = gpu020["kernels"]
+
+    cli = run_cli("analyze", str(run), str(_renamed_ocr_csv(tmp_path, kernel)), cwd=tmp_path)
+    assert cli.code == 0, cli.output
+    diagnoses = _diagnoses(run)
+    assert not [i for i in diagnoses if i.startswith(("KRN", "NCU"))], "every kernel diagnosis is GPU020's why"
+    whys = {s["rule_id"]: s for s in diagnoses["GPU020"]["refinements"]}
+    assert {"KRN003", "NCU001"} <= set(whys)
+    row = whys["KRN003"]["evidence"][0]
+    assert (row["model_op"], row["model_shape"]) == ("aten::bmm", "[[37632,8,64],[37632,64,8]]")
+    assert row["model_gflop"] == pytest.approx(2 * 37632 * 8 * 8 * 64 / 1e9)
+    assert row["ncu_mb"] == pytest.approx(2_330_000 / 2**20) and row["bytes_ratio"] > 0
+    report = (run / "report.md").read_text()
+    part = report[report.index("### 3. GPU020 operators-far-below-roofline"):]
+    assert "**Why**, kernel (Nsight Compute), KRN003:" in part
+    # its why's evidence: the bytes per call (model) beside the DRAM bytes measured, and their ratio, first
+    assert "| bound   | duration_us | model_mb | ncu_mb | bytes_ratio |" in part

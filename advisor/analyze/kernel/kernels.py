@@ -79,9 +79,9 @@ RULE_COLUMNS = {
 
 
 #: the columns a reader needs first (an evidence table keeps its first columns when the page is narrow): the
-#: kernel, its bound class and duration, the model's FLOPs and bytes beside the measured ones, the throughputs
-_TELLING = ("kernel", "function", "bound", "duration_us", "model_gflop", "ncu_gflop", "flop_ratio", "model_mb",
-            "ncu_mb", "bytes_ratio", "sm_pct", "mem_pct", "dram_pct", "achieved_occ_pct", "occ_limiter", "top_stall")
+#: kernel, its bound class and duration, the model's bytes and FLOPs beside the measured ones, the throughputs
+_TELLING = ("kernel", "function", "bound", "duration_us", "model_mb", "ncu_mb", "bytes_ratio", "model_gflop",
+            "ncu_gflop", "flop_ratio", "sm_pct", "mem_pct", "dram_pct", "achieved_occ_pct", "occ_limiter", "top_stall")
 
 
 def _telling_first(row: Mapping[str, Any]) -> dict[str, Any]:
