@@ -141,14 +141,15 @@ def load_kernel_reports(paths: Iterable[Path]) -> list[NcuReport]:
     return [load_ncu_report(p) if p.suffix == ".ncu-rep" else load_ncu_csv(p) for p in paths]
 
 
-def analyze_kernel_reports(reports: Sequence[NcuReport], framework_kernels: Sequence[dict[str, Any]] = ()
-                           ) -> Findings:
-    """Kernel-stage findings; ``framework_kernels`` (the run's ``kernels.top``) ties kernels to the code."""
+def analyze_kernel_reports(reports: Sequence[NcuReport], framework_kernels: Sequence[dict[str, Any]] = (),
+                           framework_ops: Sequence[dict[str, Any]] = ()) -> Findings:
+    """Kernel-stage findings; ``framework_kernels`` (the run's ``kernels.top``) ties kernels to the code, and
+    ``framework_ops`` (its ``ops.efficiency``) puts the model's FLOPs and bytes beside the measured ones."""
     from advisor.analyze.kernel.view import KernelView
 
     evidence = ", ".join(str(r.path) for r in reports)
     with analysing(evidence):
-        view = KernelView(reports, framework_kernels)
+        view = KernelView(reports, framework_kernels, framework_ops)
         findings = run_analyzers(view, "kernel", evidence=evidence)
     for report in reports:
         findings.notes.extend(report.notes)

@@ -36,6 +36,9 @@ One :class:`KinetoTrace` per file. Its tables:
       dtypes, shapes and scalar values of an operator's inputs
       (``record_shapes=True``), as JSON text ("" on every other event, so a
       trace without shapes costs nothing more).
+    - ``kernel_num_gb`` and ``kernel_flop``: Inductor's estimate of a Triton
+      kernel's bytes (GB of 1e9) and FLOPs, on the profiler range of its launch
+      (when Inductor was asked to measure its kernels; NaN elsewhere).
 
     Text columns are Categoricals (a few hundred distinct values over
     millions of rows): compare them with ``==``/``isin`` as strings; to build
@@ -147,6 +150,8 @@ ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "out_nelems": (("Out msg nelems", "out_msg_nelems"), "int"),
     "group_size": (("Group size",), "int"),
     "pg_name": (("Process Group Name",), "str"),
+    "kernel_num_gb": (("kernel_num_gb",), "float"),
+    "kernel_flop": (("kernel_flop",), "float"),
 }
 
 #: More ``args`` a trace may carry, read only when asked for (``load_kineto(path, args=ALL_ARGS)``);

@@ -25,7 +25,8 @@ text        strings (cache configuration, names)
 ==========  ===================================================================
 
 Thousands separators (``13,485``) are removed and ``n/a`` becomes NaN.
-Stall reasons are matched by pattern and become ``stall_<reason>`` columns.
+Stall reasons are matched by pattern and become ``stall_<reason>`` columns; tensor-path math ops become
+``tensor_ops_<path>`` columns.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import math
 import re
 from dataclasses import dataclass
 
-__all__ = ["CATALOGUE", "STALL_PATTERN", "Metric", "normalise", "parse_number", "unit_scale"]
+__all__ = ["CATALOGUE", "STALL_PATTERN", "TENSOR_OPS_PATTERN", "Metric", "normalise", "parse_number", "unit_scale"]
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,11 @@ CATALOGUE: tuple[Metric, ...] = (
        "sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained"),
     _m("ffma_peak_per_cycle", "count", "peak FP32 FMAs per cycle",
        "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"),
+    # FLOPs counted by the kernel, where the collection asked for them (``--metrics``): ncu's
+    # nvprof-style counts per precision, and the math ops of the tensor-core path
+    _m("flop_count_dp", "count", "FP64 floating-point operations", ("flop_count_dp.sum", "flop_count_dp")),
+    _m("flop_count_sp", "count", "FP32 floating-point operations", ("flop_count_sp.sum", "flop_count_sp")),
+    _m("flop_count_hp", "count", "FP16 floating-point operations", ("flop_count_hp.sum", "flop_count_hp")),
     _m("fp32_to_fp64_ratio", "count", "device: FP32 to FP64 throughput ratio",
        "device__attribute_single_to_double_precision_perf_ratio"),
     # device
@@ -173,6 +179,11 @@ CATALOGUE: tuple[Metric, ...] = (
 #: ``smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio``: cycles per issued
 #: instruction that a warp spends stalled for <reason>; they add up to warp_cycles_per_issue.
 STALL_PATTERN = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>\w+?)_per_issue_active\.ratio$")
+
+#: ``sm__ops_path_tensor_src_<in>[_dst_<out>].sum``: math operations executed on the tensor-core path for one
+#: pair of data types (NVIDIA's answer for counting a tensor-core kernel's FLOPs); they become
+#: ``tensor_ops_<in>[_dst_<out>]`` columns. The sparsity_on/off splits are parts of the same count and are left out.
+TENSOR_OPS_PATTERN = re.compile(r"^sm__ops_path_tensor_(?P<path>src_\w+?)\.sum$")
 
 _TIME = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
 _PREFIX = {"": 1.0, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}

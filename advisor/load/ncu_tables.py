@@ -23,7 +23,8 @@ files) produces one :class:`NcuReport`:
 
     then one column per :data:`~advisor.load.ncu_metrics.CATALOGUE` entry, in
     its normalised unit (NaN where the file lacks it), and ``stall_<reason>``
-    columns (cycles per issued instruction) where the file has warp-state data.
+    columns (cycles per issued instruction) where the file has warp-state data,
+    and ``tensor_ops_<path>`` columns (tensor-core math ops) where it has them.
 ``metrics``
     Every metric of every launch, long form: launch, section, name (raw metric
     name or section label), unit (normalised), value (float, NaN for text),
@@ -44,7 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from advisor.load.ncu_metrics import CATALOGUE, STALL_PATTERN, normalise
+from advisor.load.ncu_metrics import CATALOGUE, STALL_PATTERN, TENSOR_OPS_PATTERN, normalise
 
 __all__ = ["IDENTITY", "NcuReport", "build_report", "function_name", "empty_rules"]
 
@@ -123,13 +124,16 @@ def _row(launch: int, identity: Mapping[str, Any], rows: Iterable[tuple[str, str
     """One launch's wide row from its (section, name, value, unit) metric rows (already normalised)."""
     by_raw: dict[str, tuple[Any, str]] = {}
     by_label: dict[str, list[tuple[Any, str]]] = {}
-    stalls: dict[str, float] = {}
+    patterned: dict[str, float] = {}  # stall_<reason>, tensor_ops_<path>
     for _section, name, value, unit in rows:
         by_raw.setdefault(name, (value, unit))
         by_label.setdefault(name, []).append((value, unit))
         m = STALL_PATTERN.match(name)
         if m and isinstance(value, float):
-            stalls[f"stall_{m['reason']}"] = value
+            patterned[f"stall_{m['reason']}"] = value
+        t = TENSOR_OPS_PATTERN.match(name)
+        if t and isinstance(value, float) and "sparsity" not in t["path"]:
+            patterned[f"tensor_ops_{t['path']}"] = value
     out: dict[str, Any] = {"launch": launch, **identity}
     for metric in CATALOGUE:
         value = _lookup(by_raw, by_label, metric)
@@ -137,7 +141,7 @@ def _row(launch: int, identity: Mapping[str, Any], rows: Iterable[tuple[str, str
             out[metric.column] = "" if value is None else str(value)
         else:
             out[metric.column] = float(value) if isinstance(value, (int, float)) else np.nan
-    out.update(stalls)
+    out.update(patterned)
     return out
 
 

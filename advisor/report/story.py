@@ -68,9 +68,13 @@ def _not_examined(stage: str, entry: Mapping[str, Any] | None, diag: Mapping[str
 
 
 #: the Nsight Compute figures a kernel part shows first: the table keeps its first columns when the page is narrow
-_KERNEL_FIRST = ("function", "bound", "duration_us", "sm_pct", "mem_pct", "dram_pct", "achieved_occ_pct",
+#: (the model's bytes and FLOPs beside the measured ones come right after the duration: they are what the
+#: framework stage's roofline asked the kernel stage to confirm; bytes first, since reports nearly always
+#: measure DRAM bytes and often no FLOPs; empty columns are left out)
+_KERNEL_FIRST = ("function", "bound", "duration_us", "model_mb", "ncu_mb", "bytes_ratio", "model_gflop", "ncu_gflop",
+                 "flop_ratio", "sm_pct", "mem_pct", "dram_pct", "achieved_occ_pct",
                  "theoretical_occ_pct", "occ_limiter", "top_stall", "excess_sector_fraction", "fp64_share",
-                 "type", "rule", "message", "speedup", "op", "share")
+                 "type", "rule", "message", "speedup", "op", "share", "model_op")
 
 
 def _kernel_first(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -199,7 +199,7 @@ class _KernelFiles:
         from advisor.pipeline import load_kernel_reports
 
         reports = load_kernel_reports(paths)
-        self.view = KernelView(reports, facts.get("kernels.top") or [])
+        self.view = KernelView(reports, facts.get("kernels.top") or [], facts.get("ops.efficiency") or [])
         self.notes = [n for r in reports for n in r.notes]
         joined = self.view.join_note()
         if joined:

@@ -95,3 +95,44 @@ def test_kernels_tie_back_to_the_framework() -> None:
     fired = {d.rule_id: d for d in diagnose_findings(findings, RuleBook.load(env=False)).diagnoses}
     assert fired["KRN005"].impact_ms == pytest.approx(0.29 * 2 / 3 * 0.8)
     assert "train.py:41" in fired["KRN005"].where
+
+
+# the model's FLOPs and bytes beside the measured ones (issue 18) ----------------------------------------------
+def _modelled_row(kernel_name: str) -> dict:
+    """The ops.efficiency row the framework stage would publish for ``out = in + 10.0`` on the example's array:
+    NVIDIA's uncoalescedGlobalAccesses.cu adds a constant to 3 x 1024 x 1024 doubles (addConstDouble runs on them
+    as one flat array). The cost comes from the advisor's own operator model, not from the numbers below."""
+    from advisor.analyze.framework.op_model import OpCall, model
+
+    call = OpCall.parse("aten::add", "[[3145728],[],[]]", '["double","Scalar","Scalar"]', '["","10","1"]')
+    cost = model(call)
+    return {"op": "aten::add", "category": cost.category, "shape": "[[3145728],[],[]]", "dtype": cost.dtype,
+            "gflops": cost.flops / 1e9, "mbytes": cost.bytes / 2**20, "kernel": kernel_name, "kernel_ms": 0.24}
+
+
+def test_measured_flops_and_bytes_beside_the_model() -> None:
+    """addConstDouble: one fp64 add per element, each element read once and written once. ncu counts exactly the
+    3,145,728 DADDs; DRAM saw 25.17 MB read and 23.67 MB written, 3% under the model's 48 MiB (writes still in L2
+    when the kernel ended)."""
+    findings = analyze_kernel_reports([report("addConstDouble.ncu-rep")], framework_ops=[_modelled_row(
+        "addConstDouble(int, double*, double, double*)")])
+    k = kernel(findings, "addConstDouble")
+    assert (k["model_op"], k["model_dtype"], k["model_rows"]) == ("aten::add", "fp64", 1)
+    assert k["model_gflop"] == pytest.approx(3 * 2**20 / 1e9) and k["ncu_gflop"] == pytest.approx(3 * 2**20 / 1e9)
+    assert k["flop_ratio"] == pytest.approx(1.0)
+    assert k["model_mb"] == pytest.approx(48.0, abs=1e-5)
+    assert k["ncu_mb"] == pytest.approx((25_170_048 + 23_673_216) / 2**20)
+    assert k["bytes_ratio"] == pytest.approx(k["ncu_mb"] / k["model_mb"]) and 0.96 < k["bytes_ratio"] < 0.98
+
+
+def test_no_model_for_another_kernel_and_no_flops_without_counters() -> None:
+    """A modelled row of another kernel joins nothing; the ncu 2025 CSV has DRAM bytes but its FLOP counters
+    read n/a and its only tensor-path count is 0: its FLOPs are unknown, not zero."""
+    findings = analyze_kernel_reports([report("addConstDouble3.ncu-rep")],
+                                      framework_ops=[_modelled_row("addConstDouble(int, double*, double, double*)")])
+    k = kernel(findings, "addConstDouble3")
+    assert (k["model_op"], k["model_rows"], k["model_gflop"], k["flop_ratio"]) == ("", 0, None, None)
+    assert k["ncu_gflop"] == pytest.approx(3 * 2**20 / 1e9)  # three DADDs per double3, counted all the same
+    ocr = analyze_kernel_reports([load_ncu_csv(fixture_path("ncu", "pytorch_ocr_kernel_details_ncu2025.csv"))])
+    k = ocr.get("ncu.kernels")[0]
+    assert k["ncu_gflop"] is None and k["ncu_mb"] == pytest.approx(2_330_000 / 2**20)

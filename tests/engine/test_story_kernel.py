@@ -75,8 +75,11 @@ def test_a_kernel_rule_without_the_framework_stage_stands_alone(book: RuleBook, 
 def test_every_kernel_rule_refines_the_diagnoses_that_name_kernels(book: RuleBook) -> None:
     rules = {r.rule.id: r.rule for r in book.active()}
     for rule_id in KERNEL_RULES:
-        assert [e.rule for e in rules[rule_id].refines] == ["GPU005", "GPU006", "GPU009"], rule_id
+        assert [e.rule for e in rules[rule_id].refines] == ["GPU005", "GPU006", "GPU009", "GPU020"], rule_id
         cases = {c.refines for c in rules[rule_id].tests if c.refines is not None}
         assert {"GPU009", ""} <= cases, f"{rule_id} tests refine and new"
     for rule_id in ("GPU005", "GPU006", "GPU009"):
         assert rules[rule_id].kernels, f"{rule_id} names its kernels"
+    # GPU020 names its operators' kernels by its evidence's kernel column (ops.efficiency rows; see
+    # tests/cli/test_analyze_ncu.py on the TimeSformer fixture) and asks the kernel stage about them
+    assert rules["GPU020"].escalate == "ncu" and "ops.efficiency" in rules["GPU020"].evidence

@@ -11,7 +11,9 @@ A kernel belongs to the innermost *modelled* operator around its launch, and an 
 modelled operator inside it is not one (``aten::linear`` launches nothing of its own; its ``addmm``
 does), so every kernel is counted once and never against two models. Kernels with no modelled operator
 around them are grouped by their innermost operator as ``unmodelled`` (``triton`` for Inductor's
-kernels), with their time: never dropped.
+kernels), with their time: never dropped. An Inductor kernel whose launch carries Inductor's estimate of its bytes
+and FLOPs (``kernel_num_gb``, ``kernel_flop``) is modelled by that estimate (:mod:`.op_model_triton`), in category
+``triton``.
 
 Per row (one per operator, shape, dtype and scalar arguments): ``calls`` (operator calls that launched
 kernels in the window), ``kernel_ns`` (their kernels' total time), ``flops`` and ``bytes`` per call, and,
@@ -30,6 +32,7 @@ from advisor.analyze import group_by, intervals
 from advisor.analyze.framework.gpu_spec import GpuSpec
 from advisor.analyze.framework.kernel_names import kernel_precision
 from advisor.analyze.framework.op_model import OpCall, OpCost, model, modelled_names
+from advisor.analyze.framework.op_model_triton import triton_cost
 from advisor.analyze.framework.per_step import site
 from advisor.analyze.framework.view import TraceView
 
@@ -57,13 +60,20 @@ def _label(labels: np.ndarray, code: int) -> str:
 
 
 class _Calls:
-    """The host rows of modelled operators, each with the cost of its call (one model per distinct call)."""
+    """The host rows of modelled operators, each with the cost of its call (one model per distinct call):
+    the operators :mod:`.op_model` knows, and Inductor's Triton kernel launches that carry Inductor's own
+    estimate of their bytes and FLOPs (:mod:`.op_model_triton`)."""
 
     def __init__(self, view: TraceView) -> None:
         host = view.host
         names = view.host_name_texts
         known = modelled_names()
-        cand = (host["cat"] == "cpu_op").to_numpy() & view.host_names(known.__contains__, bool)
+        meta = [view.host_column(c).astype("float64") if c in view.events else np.full(len(host), np.nan)
+                for c in ("kernel_num_gb", "kernel_flop")]
+        # only Inductor's launch ranges: torch._inductor.analysis.profile_analysis writes the same args on
+        # the aten ops it augments, which the shape models cover (or, unknown to them, stay unmodelled)
+        measured = (np.isfinite(meta[0]) | np.isfinite(meta[1])) & view.host_names(_is_triton_name, bool)
+        cand = (host["cat"] == "cpu_op").to_numpy() & (view.host_names(known.__contains__, bool) | measured)
         self.cost: dict[int, OpCost] = {}
         self.key = np.full(len(host), -1, "int64")
         has_args = all(c in view.events for c in ("input_dims", "input_types", "concrete_inputs"))
@@ -83,6 +93,8 @@ class _Calls:
             self.texts.append(texts)
             call = OpCall.parse(*texts)
             cost = model(call) if call is not None else None
+            if cost is None and measured[r]:
+                cost = triton_cost(texts[0], meta[0][r], meta[1][r], call.types if call is not None else [])
             if cost is not None:
                 self.cost[g] = cost
                 ok[g] = True
@@ -174,6 +186,10 @@ def efficiency_join(view: TraceView, spec: GpuSpec | None,
     return table.iloc[order].reset_index(drop=True), kernels, position[ids]
 
 
+def _is_triton_name(name: str) -> bool:
+    return name.startswith("triton")
+
+
 def _triton(names: np.ndarray) -> np.ndarray:
     return np.array([str(n).startswith("triton") for n in names], dtype=bool)
 
@@ -211,8 +227,9 @@ def _roof(cost: OpCost, dtype: str, spec: GpuSpec | None) -> tuple[float, str]:
     if spec is None:
         return np.nan, ""
     peak = spec.peak_tflops(cost.unit, dtype)
-    if peak is None:
+    if peak is None and cost.flops:
         return np.nan, ""
-    compute_ns = cost.flops / (peak * 1e3)  # TFLOP/s = 1e3 FLOP per ns
+    # no FLOPs to bound (a Triton kernel with bytes only): the memory roof alone, whatever the dtype
+    compute_ns = cost.flops / (peak * 1e3) if peak else 0.0  # TFLOP/s = 1e3 FLOP per ns
     memory_ns = cost.bytes / (spec.memory_tb_s * 1e3)  # TB/s = 1e3 bytes per ns
     return max(compute_ns, memory_ns), "compute" if compute_ns >= memory_ns else "memory"

@@ -29,6 +29,8 @@ COMPARED: tuple[tuple[str, str, str], ...] = (
     ("top_stall_share", "fraction", "its share of the cycles"),
     ("arithmetic_intensity", "ratio", "FLOPs per DRAM byte"),
     ("gflops", "ratio", "achieved GFLOP/s"),
+    ("ncu_mb", "ratio", "DRAM MB read and written per launch"),
+    ("ncu_gflop", "ratio", "GFLOP per launch, as counted"),
 )
 
 

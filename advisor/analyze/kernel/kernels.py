@@ -2,7 +2,9 @@
 
 ``ncu_kernels`` publishes one record per profiled kernel (the mean over its launches) with the
 figures of :mod:`.metrics`, tied back, where the framework stage saw the kernel, to the
-PyTorch operator, source line and ``nn.Module`` that launched it and to its share of GPU time.
+PyTorch operator, source line and ``nn.Module`` that launched it and to its share of GPU time, and,
+where that operator is modelled (``ops.efficiency``), the model's FLOPs and bytes per call beside the
+measured ones (:mod:`.model_check`).
 ``ncu_rules`` publishes Nsight Compute's own rule results, marked as ncu's.
 """
 
@@ -16,6 +18,7 @@ import pandas as pd
 
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.kernel.metrics import per_kernel
+from advisor.analyze.kernel.model_check import MODEL_COLUMNS, beside_model
 from advisor.analyze.kernel.view import KernelView
 from advisor.analyze.registry import analyzer
 from advisor.tools.ncu_names import same_kernel
@@ -65,6 +68,7 @@ KERNEL_COLUMNS = {
     "ms_per_step": "ms: GPU time per step (framework stage)",
     "calls_per_step": "count: launches per step (framework stage)",
     "where": "text: the kernel and, where known, the operator, source line and module that launched it",
+    **MODEL_COLUMNS,
 }
 RULE_COLUMNS = {
     "report": "text: the file", "kernel": "text: the kernel",
@@ -72,6 +76,16 @@ RULE_COLUMNS = {
     "rule": "text: ncu rule identifier", "type": "text: OPT, WRN, INF or ERR as ncu rated it",
     "message": "text: ncu's own words", "speedup": "ratio: ncu's estimated speedup, %",
 }
+
+
+#: the columns a reader needs first (an evidence table keeps its first columns when the page is narrow): the
+#: kernel, its bound class and duration, the model's bytes and FLOPs beside the measured ones, the throughputs
+_TELLING = ("kernel", "function", "bound", "duration_us", "model_mb", "ncu_mb", "bytes_ratio", "model_gflop",
+            "ncu_gflop", "flop_ratio", "sm_pct", "mem_pct", "dram_pct", "achieved_occ_pct", "occ_limiter", "top_stall")
+
+
+def _telling_first(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {**{k: row[k] for k in _TELLING if k in row}, **{k: v for k, v in row.items() if k not in _TELLING}}
 
 
 def _origin(kernel: str, function: str, framework: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -101,8 +115,10 @@ def ncu_kernels(view: KernelView) -> dict[str, Any]:
     rows = []
     for row in table.to_dict("records"):
         row.update(_origin(row["kernel"], row["function"], view.framework_kernels))
+        row.update(beside_model(row["kernel"], row["function"], _value(row.pop("ncu_flops")),
+                                _value(row.pop("ncu_bytes")), view.framework_ops))
         row["where"] = _where(row)
-        rows.append({k: (None if isinstance(v, float) and pd.isna(v) else v) for k, v in row.items()})
+        rows.append(_telling_first({k: (None if isinstance(v, float) and pd.isna(v) else v) for k, v in row.items()}))
     rows.sort(key=lambda r: (-(r["share"] or 0), -(r["duration_us"] or 0)))
     devices = [d for d in dict.fromkeys(r["device"] for r in rows) if d]
     return {"ncu.kernels": records(rows), "ncu.kernel_count": len(rows), "ncu.launch_count": len(view.launches),
@@ -135,6 +151,10 @@ def _framework_names(view: KernelView) -> dict[str, str]:
     for kernel, function in dict.fromkeys(zip(launches["kernel"].astype(str), functions.astype(str))):
         out[kernel] = str(_origin(kernel, function, view.framework_kernels)["framework_name"])
     return out
+
+
+def _value(x: Any) -> float | None:
+    return None if x is None or (isinstance(x, float) and pd.isna(x)) else float(x)
 
 
 def _where(row: Mapping[str, Any]) -> str:

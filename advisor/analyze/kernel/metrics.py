@@ -29,6 +29,13 @@ excess_sector_fraction
     Share of the L2 sectors of global accesses beyond what fully coalesced accesses would need.
 smem_excess_fraction
     Share of shared-memory wavefronts beyond the ideal, i.e. caused by bank conflicts.
+measured FLOPs and bytes of one launch (``ncu_flops``, ``ncu_bytes``)
+    Bytes: DRAM bytes read + written (``dram__bytes_read.sum`` + ``dram__bytes_write.sum``), else the DRAM
+    bandwidth x the duration. FLOPs: ncu's per-precision counts (``flop_count_{dp,sp,hp}``) where the
+    collection asked for them, else the SASS add/mul/fma rates above x the duration; plus the math ops
+    of the tensor-core path (``sm__ops_path_tensor_*``), which the instruction counts do not see. Where
+    neither exists the FLOPs are unknown (None), not zero (a tensor-path count of 0 alone says nothing of
+    the FLOPs done off that path).
 """
 
 from __future__ import annotations
@@ -126,6 +133,27 @@ def _stalls(row: pd.Series) -> tuple[str, float | None, str]:
     return top, (cycles / total if total else None), text
 
 
+def _measured(row: pd.Series, flop_rate: float | None) -> dict[str, Any]:
+    """FLOPs and DRAM bytes of one launch as the counters measured them (see the module docstring)."""
+    seconds = (_num(row, "duration_ns") or 0.0) / 1e9
+    read, write = _num(row, "dram_read_bytes"), _num(row, "dram_write_bytes")
+    rate = _num(row, "dram_bytes_per_s")
+    if read is not None or write is not None:
+        nbytes: float | None = (read or 0.0) + (write or 0.0)
+    else:
+        nbytes = rate * seconds if rate is not None and seconds else None
+    counted = [_num(row, f"flop_count_{p}") for p in ("dp", "sp", "hp")]
+    tensor = [_num(row, k) for k in row.index if k.startswith("tensor_ops_")]
+    if any(c is not None for c in counted):
+        flops: float | None = sum(c for c in counted if c is not None)
+    else:
+        flops = flop_rate * seconds if flop_rate is not None and seconds else None
+    on_tensor = sum(t for t in tensor if t is not None)
+    if on_tensor:  # a zero here alone says nothing of the FLOPs off the tensor path: they stay unknown
+        flops = (flops or 0.0) + on_tensor
+    return {"ncu_flops": flops, "ncu_bytes": nbytes}
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
@@ -142,9 +170,11 @@ def derive(row: pd.Series) -> dict[str, Any]:
         smem_excess = conflicts if conflicts else None
     requests = sum(v for v in (_num(row, "gld_requests"), _num(row, "gst_requests")) if v) or None
     sectors = sum(v for v in (_num(row, "gld_sectors"), _num(row, "gst_sectors")) if v) or None
+    roofline = _roofline(row)
+    rate = roofline["gflops"] * 1e9 if roofline["gflops"] is not None else None
     return {
         "bound": bound_class(sm, mem, waves), "sm_pct": sm, "mem_pct": mem, "dram_pct": _num(row, "dram_pct"),
-        **_roofline(row),
+        **roofline, **_measured(row, rate),
         "theoretical_occ_pct": _num(row, "theoretical_occ_pct"), "achieved_occ_pct": _num(row, "achieved_occ_pct"),
         "occ_limiter": _occupancy(row), "registers_per_thread": _num(row, "registers_per_thread"),
         "block_size": _num(row, "block_size"), "grid_size": _num(row, "grid_size"), "waves_per_sm": waves,

@@ -4,7 +4,9 @@ the framework stage saw each kernel.
 A :class:`KernelView` holds one or more :class:`~advisor.load.ncu_tables.NcuReport` (one per
 ``.ncu-rep`` or CSV file) and, optionally, the framework stage's ``kernels.top`` records (name,
 ms, share, calls_per_step, op, site, file, line, module), which tie each profiled kernel back to
-the PyTorch operator, source line and ``nn.Module`` that launched it.
+the PyTorch operator, source line and ``nn.Module`` that launched it, and its ``ops.efficiency`` records
+(operator, shape, dtype, model GFLOP and MB per call, heaviest kernel), which put the model's FLOPs and
+bytes beside the measured ones.
 
 Tables, for ``needs``: ``launches`` (at least one profiled launch), ``rules`` (ncu's rule results),
 ``framework_kernels`` (the framework's kernel table).
@@ -25,9 +27,11 @@ __all__ = ["KernelView"]
 class KernelView:
     """Nsight Compute results, ready for the kernel analyzers."""
 
-    def __init__(self, reports: Sequence[NcuReport], framework_kernels: Sequence[Mapping[str, Any]] = ()) -> None:
+    def __init__(self, reports: Sequence[NcuReport], framework_kernels: Sequence[Mapping[str, Any]] = (),
+                 framework_ops: Sequence[Mapping[str, Any]] = ()) -> None:
         self.reports = list(reports)
         self.framework_kernels = [dict(r) for r in framework_kernels]
+        self.framework_ops = [dict(r) for r in framework_ops]
 
     @property
     def launches(self) -> pd.DataFrame:

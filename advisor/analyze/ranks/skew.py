@@ -8,10 +8,16 @@ seen on every rank, with every rank's times on one clock:
 - its *communication* is its end minus the last arrival: the exchange itself.
 
 **Matching.** A collective is the k-th kernel of one type and message size in a profiler step (by its
-``ProfilerStep#N`` number, so ranks whose windows start at different steps still pair up).
+``ProfilerStep#N`` number, so ranks whose windows start at different steps still pair up). Point-to-point
+exchanges (``sendrecv``: NCCL's Send/Recv kernels) are matched by their end instead, once the clocks are
+aligned: the ranks of a pipeline or of an embedding exchange issue them in different orders (rank 0's
+second SendRecv of a step is rank 1's first), so the k-th of one rank is often not the k-th of another;
+but the kernels of one exchange end together. Each of the first rank's SendRecv kernels is paired with
+the other rank's kernel of the same step, type and size whose aligned end is nearest, within
+:data:`TOLERANCE_NS`, each kernel used once (nearest pairs first); kernels without a partner are not matched.
 
 **Clocks.** Each trace has its own clock. Since the kernels of one collective end together, the offset
-of a rank's clock from the first rank's is the difference of their end times, on the pairs that agree:
+of a rank's clock from the first rank's is the difference of their end times, on the k-th pairs that agree:
 of the matched pairs' end differences, the value that most others lie within :data:`TOLERANCE_NS` of
 (the nearest to 0 on a tie), refined to the median of those. Pairs that disagree beyond that tolerance
 after the offset are not the same exchange (a rank that skipped or added a kernel shifts the order) and
@@ -38,7 +44,7 @@ from advisor.analyze.ranks.collectives import collective_kernels
 from advisor.analyze.ranks.rankset import RankSet
 from advisor.analyze.registry import analyzer
 
-__all__ = ["MIN_AGREEING", "TOLERANCE_NS", "clock_offset", "keyed_collectives"]
+__all__ = ["END_MATCHED", "MIN_AGREEING", "TOLERANCE_NS", "clock_offset", "keyed_collectives", "match_by_end"]
 
 #: ends of one collective on two ranks agree within this, once the clocks are aligned. The kernels end
 #: within microseconds of each other; half a millisecond leaves room for the clocks' drift over a window,
@@ -47,6 +53,8 @@ __all__ = ["MIN_AGREEING", "TOLERANCE_NS", "clock_offset", "keyed_collectives"]
 TOLERANCE_NS = 500_000
 #: agreeing pairs needed to trust a clock offset
 MIN_AGREEING = 2
+#: collective types matched across ranks by their end time rather than their order (see the module docstring)
+END_MATCHED = ("sendrecv",)
 
 PROVIDES = (
     FactSpec("ranks.skew.matched", "count", "collectives matched on every rank with their ends aligned"),
@@ -97,6 +105,35 @@ def clock_offset(diffs: np.ndarray) -> tuple[float, int]:
     return float(np.median(agree)), int(support[pick])
 
 
+def match_by_end(ref: dict[Key, tuple[int, int]], other: dict[Key, tuple[int, int]], offset: float
+                 ) -> dict[Key, tuple[int, int]]:
+    """``other`` with its :data:`END_MATCHED` kernels keyed as the first rank's kernel they end with.
+
+    Within one (step, type, bytes), the pairs of the first rank's and this rank's kernels whose ends (this
+    rank's clock minus ``offset``) lie within :data:`TOLERANCE_NS` are taken nearest first, each kernel once;
+    a kernel of this rank with no partner is left out. Kernels of the other types keep their k-th key.
+    """
+    out = {k: v for k, v in other.items() if k[1] not in END_MATCHED}
+    groups: dict[tuple[int, str, int], tuple[list[Key], list[Key]]] = {}
+    for side, table in enumerate((ref, other)):
+        for key in table:
+            if key[1] in END_MATCHED:
+                groups.setdefault(key[:3], ([], []))[side].append(key)
+    for mine, theirs in groups.values():
+        pairs = sorted((abs(other[t][1] - offset - ref[m][1]), m, t) for m in mine for t in theirs)
+        used_ref: set[Key] = set()
+        used_other: set[Key] = set()
+        for gap, m, t in pairs:
+            if gap > TOLERANCE_NS:
+                break
+            if m in used_ref or t in used_other:
+                continue
+            used_ref.add(m)
+            used_other.add(t)
+            out[m] = other[t]
+    return out
+
+
 @analyzer("rank_skew", needs=("ranks",), provides=PROVIDES, scope="ranks")
 def rank_skew(rank_set: RankSet) -> dict[str, Any]:
     """Collectives matched across ranks, split into waiting for the last rank and the exchange itself."""
@@ -116,6 +153,8 @@ def rank_skew(rank_set: RankSet) -> dict[str, Any]:
              for r, k, o, n in zip(ranks, keyed, offsets, agreeing)]
     if min(agreeing[1:]) < MIN_AGREEING:
         return {"ranks.skew.unaligned": True, "ranks.skew.matched": 0, "ranks.skew.table": records(table)}
+    keyed = [ref, *(match_by_end(ref, other, o) for other, o in zip(keyed[1:], offsets[1:]))]
+    common = sorted(set.intersection(*(set(k) for k in keyed)))
     skew = comm = 0.0
     own = np.zeros(len(ranks))
     last: Counter[int] = Counter()
