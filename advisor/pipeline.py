@@ -194,7 +194,7 @@ def save(run: RunDir, diagnosed: Diagnosed) -> None:
 
 def render_run(run: RunDir, charts: bool = True) -> dict[str, Path]:
     """Write report.md and report.html from the run directory's own files (``charts=False``: without charts)."""
-    # The report modules (jinja2, networkx, markdown-it) only when reports are written: the work before needs none.
+    # The report modules (jinja2, markdown-it) only when reports are written: the work before needs none.
     from advisor.report.model import build_report_data
     from advisor.report.render import write_reports
 

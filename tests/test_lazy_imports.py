@@ -1,4 +1,4 @@
-"""The analyze path imports no heavy library it does not use: no torch, networkx or jinja2 before reports.
+"""The analyze path imports no heavy library it does not use: no torch or jinja2 before reports.
 
 ``advisor analyze`` loads, analyses and evaluates the rules before it writes any report; those steps (what
 bench/children.py times) must not pay for the report's libraries. The reports still render afterwards.

@@ -25,10 +25,8 @@ from urllib.parse import quote, urlsplit
 import jinja2
 from markdown_it import MarkdownIt
 from markupsafe import Markup
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import PythonLexer
 
+from advisor.report.highlight import python_html
 from advisor.report.markdown import (evidence_columns, evidence_kind, fact_value, md_cell, md_code, md_table,
                                      md_text, shorten, wrap)
 from advisor.yamlio.yaml_cache import cache_dir
@@ -91,7 +89,7 @@ def _markdown_html(text: Any) -> Markup:
 
 def _python_html(code: Any) -> Markup:
     """A code snippet, highlighted with inline styles (no stylesheet or script needed)."""
-    return Markup(highlight(str(code or ""), PythonLexer(), HtmlFormatter(nowrap=True, noclasses=True)))
+    return Markup(python_html(str(code or "")))
 
 
 def _data_uri(svg: str | None) -> str:
