@@ -152,11 +152,13 @@ def end_process(code: int) -> NoReturn:
     A run leaves the tables of its traces, the parsed rules and hundreds of modules behind; the interpreter
     would free them one by one at exit, which took 0.15-0.25 s of an ``advisor analyze`` on the fixture
     traces (a sixth of the process), after everything was written. The exit hooks still run first (the
-    caches are saved, temporary folders removed) and the output streams are flushed. Where another Python
-    thread is still running, or this interpreter has no way to run the hooks alone, it exits as usual.
+    caches are saved, temporary folders removed) and the output streams are flushed. It exits as usual where
+    another Python thread is still running, under a profiler or tracer (``python -m cProfile``, coverage: they
+    write their results after the program returns), or where this interpreter cannot run the hooks alone.
     """
     run_exit_hooks = getattr(atexit, "_run_exitfuncs", None)
-    if run_exit_hooks is None or threading.active_count() > 1:
+    watched = sys.getprofile() is not None or sys.gettrace() is not None
+    if run_exit_hooks is None or watched or threading.active_count() > 1:
         sys.exit(code)
     run_exit_hooks()
     for stream in (sys.stdout, sys.stderr):
