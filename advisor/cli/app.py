@@ -17,10 +17,9 @@ import threading
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
 import typer
-from rich.console import Console
 
 from advisor import __version__
 from advisor.errors import EXIT_INTERRUPTED, AdvisorError, Interrupted
@@ -39,7 +38,24 @@ app = typer.Typer(
 )
 
 _state = {"debug": False}
-err = Console(stderr=True, highlight=False)
+
+
+class _StderrConsole:
+    """The console for messages on stderr, made on first use: rich (some 30 ms of imports) is imported only
+    when something is printed, so ``advisor analyze --quiet`` never pays for it."""
+
+    def __init__(self) -> None:
+        self._console: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True, highlight=False)
+        return getattr(self._console, name)
+
+
+err = _StderrConsole()
 
 
 class SeverityLevel(str, Enum):
@@ -90,10 +106,10 @@ def _root(
 
 
 def finish(summary, fail_on: SeverityLevel | None, quiet: bool = False) -> None:  # noqa: ANN001
-    from advisor.report.model import build_report_data
-    from advisor.report.terminal import print_card
-
     if not quiet:  # from the data the reports were rendered from: the report data is built once per run
+        from advisor.report.model import build_report_data
+        from advisor.report.terminal import print_card  # rich, only when the card is printed
+
         data = summary.report if summary.report is not None else build_report_data(summary.run, charts=False)
         print_card(data, str(summary.reports["html"]))
     code = summary.exit_code(fail_on.value if fail_on else None)

@@ -23,10 +23,9 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import jinja2
-from markdown_it import MarkdownIt
 from markupsafe import Markup
 
-from advisor.report.highlight import python_html
+from advisor.report.snippets import markdown_html, python_html
 from advisor.report.markdown import (evidence_columns, evidence_kind, fact_value, md_cell, md_code, md_table,
                                      md_text, shorten, wrap)
 from advisor.yamlio.yaml_cache import cache_dir
@@ -36,7 +35,6 @@ from advisor.units import fmt_bytes, fmt_ms, fmt_num, fmt_pct
 __all__ = ["render_html", "render_markdown", "safe_url", "write_charts", "write_reports"]
 
 CHARTS = "charts"
-_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
 def _safe(fmt: Callable[[float], str]) -> Callable[[Any], str]:
@@ -84,7 +82,7 @@ def _evidence_cell(value: Any, column: str) -> str:
 
 def _markdown_html(text: Any) -> Markup:
     """Trusted-format, untrusted-content Markdown (knowledge entries) to HTML; raw HTML is escaped."""
-    return Markup(_MARKDOWN.render(str(text or "")))
+    return Markup(markdown_html(str(text or "")))
 
 
 def _python_html(code: Any) -> Markup:

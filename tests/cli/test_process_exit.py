@@ -27,7 +27,7 @@ def test_exit_hooks_run_and_output_is_flushed(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.rstrip().endswith(str(tmp_path / "run" / "report.html"))  # the card's last line came out
     saved = sorted(p.name.split("-py")[0] for p in cache.glob("*.marshal"))
-    assert saved == ["highlight", "yaml"]  # both caches were written by their exit hooks
+    assert saved == ["highlight", "markdown", "yaml"]  # the caches were written by their exit hooks
 
 
 def test_exit_codes_are_kept(tmp_path: Path) -> None:
