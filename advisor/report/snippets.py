@@ -14,14 +14,12 @@ seen before.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
-import sys
 from collections.abc import Callable
 from importlib.util import find_spec
 
-from advisor.yamlio.yaml_cache import YamlCache, cache_dir
+from advisor.yamlio.yaml_cache import named_cache
 
 __all__ = ["markdown_html", "python_html"]
 
@@ -29,9 +27,6 @@ __all__ = ["markdown_html", "python_html"]
 _PYGMENTS_OPTIONS = {"nowrap": True, "noclasses": True}
 #: CommonMark plus tables; raw HTML in the text is escaped, never passed through
 _MARKDOWN_OPTIONS = ("commonmark", {"html": False}, "table")
-
-_caches: dict[str, YamlCache] = {}
-
 
 def python_html(code: str) -> str:
     """``code`` highlighted as Python, in HTML with inline styles (Pygments escapes the source text)."""
@@ -64,13 +59,10 @@ def _markdown(text: str) -> str:
 
 
 def _cached(name: str, library: str, options: object, text: str, render: Callable[[str], str]) -> str:
-    cache = _caches.get(name)
-    if cache is None:
-        folder, installed = cache_dir(), _installed(library)
-        key = hashlib.sha256(f"{installed} {options!r}".encode()).digest()
-        path = folder / f"{name}-py{sys.version_info[0]}{sys.version_info[1]}.marshal" if folder and installed else None
-        cache = _caches[name] = YamlCache(path, key)
-        atexit.register(cache.save)
+    installed = _installed(library)
+    if installed is None:  # a library we cannot identify without importing it: render, keep nothing
+        return render(text)
+    cache = named_cache(name, hashlib.sha256(f"{installed} {options!r}".encode()).digest())
     html, _ = cache.get_or_parse(text, lambda: (render(text), {}))
     return html
 
