@@ -28,6 +28,7 @@ _PYGMENTS_OPTIONS = {"nowrap": True, "noclasses": True}
 #: CommonMark plus tables; raw HTML in the text is escaped, never passed through
 _MARKDOWN_OPTIONS = ("commonmark", {"html": False}, "table")
 
+
 def python_html(code: str) -> str:
     """``code`` highlighted as Python, in HTML with inline styles (Pygments escapes the source text)."""
     return _cached("highlight", "pygments", _PYGMENTS_OPTIONS, code, _highlight)
