@@ -42,7 +42,7 @@ from collections.abc import Iterable
 
 from advisor.errors import InputError, RuleError
 from advisor.resources import knowledge_dir
-from advisor.yamlio.safe_yaml import parse_yaml
+from advisor.yamlio.safe_yaml import parse_yaml_cached
 
 __all__ = ["NEEDS", "REQUIRED_FIELDS", "SECTIONS", "Detection", "Entry", "check_entry", "entry_files",
            "find_entry", "load_entries", "load_entry", "parse_entry"]
@@ -117,7 +117,7 @@ def parse_entry(text: str, path: Path | None = None) -> Entry:
     end = text.find("\n---\n", 3)
     if end < 0:
         raise RuleError(path, 1, "the front matter has no closing `---` line")
-    meta, line_map = parse_yaml(text[4:end + 1], path)
+    meta, line_map = parse_yaml_cached(text[4:end + 1], path)
     if not isinstance(meta, dict):
         raise RuleError(path, 2, "the front matter must be a mapping with id, title, category and summary")
     body_offset = text[:end + 5].count("\n")

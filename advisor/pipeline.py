@@ -30,9 +30,9 @@ from advisor.progress import Progress
 from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
 
-__all__ = ["Diagnosed", "analyze_kernel_reports", "analyze_traces", "compare_kernel_reports", "diagnose_findings",
+__all__ = ["Diagnosed", "Rendered", "analyze_kernel_reports", "analyze_traces", "compare_kernel_reports", "diagnose_findings",
            "find_kineto_traces", "is_kernel_file", "is_kineto_trace", "load_collected_traces", "load_kernel_reports",
-           "load_traces", "rediagnose", "render_run", "save"]
+           "load_traces", "rediagnose", "render_reports", "render_run", "save"]
 
 
 @dataclass
@@ -193,13 +193,28 @@ def save(run: RunDir, diagnosed: Diagnosed) -> None:
     })
 
 
-def render_run(run: RunDir, charts: bool = True) -> dict[str, Path]:
+@dataclass
+class Rendered:
+    """The reports written into a run directory, and the report data they were rendered from."""
+
+    paths: dict[str, Path]
+    #: built once per run (:func:`advisor.report.model.build_report_data`): the terminal card reads it too
+    data: dict[str, Any]
+
+
+def render_reports(run: RunDir, charts: bool = True) -> Rendered:
     """Write report.md and report.html from the run directory's own files (``charts=False``: without charts)."""
-    # The report modules (jinja2, networkx, markdown-it) only when reports are written: the work before needs none.
+    # The report modules (jinja2, markdown-it) only when reports are written: the work before needs none.
     from advisor.report.model import build_report_data
     from advisor.report.render import write_reports
 
-    return write_reports(build_report_data(run, charts=charts), run.path)
+    data = build_report_data(run, charts=charts)
+    return Rendered(write_reports(data, run.path), data)
+
+
+def render_run(run: RunDir, charts: bool = True) -> dict[str, Path]:
+    """:func:`render_reports`, the paths only."""
+    return render_reports(run, charts).paths
 
 
 def rediagnose(run: RunDir, book: RuleBook) -> Diagnosed:

@@ -18,15 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from advisor.collect.config import CollectorConfig
-from advisor.collect.framework import SUCCESS, FrameworkResult, check_script
 from advisor.engine.rulebook import RuleBook
 from advisor.engine.schema import SEVERITIES
 from advisor.errors import AdvisorError, UsageError
 from advisor.pipeline import Diagnosed, compare_kernel_reports, find_kineto_traces, load_kernel_reports, rediagnose
-from advisor.pipeline import render_run, save
+from advisor.pipeline import Rendered, render_reports, save
 from advisor.rundir import RunDir
 from advisor.salvage import Salvage
 from advisor.workflow.graph import load_workflow
@@ -34,6 +32,10 @@ from advisor.workflow.runner import StageHooks, StageRunner
 from advisor.workflow.session import check_inputs, check_script_workflow, merge_into_run, split_inputs, walk_files
 from advisor.workflow.session import walk_script
 from advisor.workflow.stages import Collected, StageSpec
+
+if TYPE_CHECKING:  # the collectors only where a script is run: `advisor analyze` reads files and never needs them
+    from advisor.collect.config import CollectorConfig
+    from advisor.collect.framework import FrameworkResult
 
 __all__ = ["OUTCOME_PHRASES", "RunSummary", "analyze_files", "diagnose_script", "merge_files", "outcome_sentence",
            "rerender"]
@@ -47,6 +49,12 @@ class RunSummary:
     framework: FrameworkResult | None = None
     script_exit_code: int = 0
     notes: list[str] = field(default_factory=list)
+    #: the report data the reports were rendered from (the terminal card reads it rather than building it again)
+    report: dict[str, Any] | None = None
+
+    @classmethod
+    def rendered(cls, run: RunDir, diagnosed: Diagnosed, rendered: Rendered, **kwargs: Any) -> RunSummary:
+        return cls(run, diagnosed, rendered.paths, report=rendered.data, **kwargs)
 
     def exit_code(self, fail_on: str | None = None) -> int:
         """Non-zero when the script failed, or when a diagnosis reaches ``fail_on``."""
@@ -127,6 +135,8 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
                     nproc_per_node: int = 1, argv: list[str] | None = None, workflow: Path | None = None,
                     escalate: bool = True, progress: Callable[[str], None] | None = None,
                     gpu_spec: Path | None = None) -> RunSummary:
+    from advisor.collect.framework import check_script
+
     resolved = check_script(script)
     book = RuleBook.load(rule_dirs or [])  # rule errors surface before the script runs
     spec_path = _gpu_spec(gpu_spec)  # and so does a bad GPU spec table
@@ -172,9 +182,10 @@ def _diagnose(run: RunDir, book: RuleBook, graph: Any, keep: Salvage, resolved: 
     keep.findings, keep.phase = diagnosed.findings, "writing the report"
     save(run, diagnosed)
     keep.saved = True
-    reports = render_run(run)
+    rendered = render_reports(run)
     result = hooks.result
-    return RunSummary(run, diagnosed, reports, result, script_exit_code=result.exit_code if result else 0)
+    return RunSummary.rendered(run, diagnosed, rendered, framework=result,
+                               script_exit_code=result.exit_code if result else 0)
 
 
 class _ScriptRun(StageHooks):
@@ -186,6 +197,8 @@ class _ScriptRun(StageHooks):
         self.result: FrameworkResult | None = None
 
     def collected(self, runner: StageRunner, spec: StageSpec, collected: Collected) -> None:
+        from advisor.collect.framework import SUCCESS
+
         if spec.name != "framework":
             return
         result = self.result = collected.result
@@ -250,7 +263,7 @@ def analyze_files(paths: list[Path], *, out: Path | None = None, rule_dirs: list
         keep.findings, keep.phase = diagnosed.findings, "writing the report"
         save(run, diagnosed)
         keep.saved = True
-        return RunSummary(run, diagnosed, render_run(run), notes=notes)
+        return RunSummary.rendered(run, diagnosed, render_reports(run), notes=notes)
 
 
 class _FilesRun(StageHooks):
@@ -281,7 +294,7 @@ def merge_files(run_dir: Path, files: list[Path], *, rule_dirs: list[Path] | Non
     check_inputs(split_inputs(files))
     diagnosed = merge_into_run(run, book, files, workflow)
     save(run, diagnosed)
-    return RunSummary(run, diagnosed, render_run(run))
+    return RunSummary.rendered(run, diagnosed, render_reports(run))
 
 
 def _comparison_note(run: RunDir, comparison: dict) -> str:
@@ -298,4 +311,4 @@ def rerender(run_dir: Path, rule_dirs: list[Path] | None = None) -> RunSummary:
     run = RunDir.open(run_dir)
     diagnosed = rediagnose(run, RuleBook.load(rule_dirs or []))
     save(run, diagnosed)
-    return RunSummary(run, diagnosed, render_run(run))
+    return RunSummary.rendered(run, diagnosed, render_reports(run))

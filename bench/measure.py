@@ -50,7 +50,7 @@ def run_measured(tool: str, trace: Path, python: str, timeout_s: float = 3600) -
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
-    if tool == "advisor":
+    if tool.startswith("advisor"):  # this checkout's advisor, whichever one the interpreter has installed
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     with tempfile.TemporaryDirectory(prefix="bench-cwd-") as cwd, tempfile.TemporaryFile("w+") as out, \
             tempfile.TemporaryFile("w+") as err:

@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure import DEFAULT_HTA_PYTHON, REPO, Series, load_average, machine, run_measured, warm_up  # noqa: E402
+from startup import measure_commands, report_lines  # noqa: E402
 
 FIXTURES = REPO.parent / "shared" / "fixtures" / "kineto"
 DEFAULT_TRACES = ("v100_resnet_single_rank.pt.trace.json.gz", "a100_ddp_nccl_rank0.pt.trace.json.gz")
@@ -31,6 +32,7 @@ MEMORY_TARGET = 0.5
 THROUGHPUT_TARGET = 2.0
 FLOOR_TARGET = 1.5
 PROCESS_SPEEDUP_TARGET = 2.0
+REPORTS_TARGET_S = 1.0
 
 
 def measure(traces: list[Path], runs: int, hta_python: str, with_peer: bool) -> dict:
@@ -48,8 +50,9 @@ def measure(traces: list[Path], runs: int, hta_python: str, with_peer: bool) -> 
                 print(f"  run {i + 1}/{runs} {trace.name[:32]:32} {tool:8} work {run.figures['work_s']:7.3f} s "
                       f"process {run.wall_s:7.3f} s  peak {run.peak_rss_mb:7.1f} MB  (load {load_average()})",
                       file=sys.stderr)
+    commands = measure_commands(runs)
     return {"machine": started | {"loadavg_end": load_average()}, "runs": runs,
-            "traces": {t.name: _summary(t, series, with_peer) for t in traces}}
+            "traces": {t.name: _summary(t, series, with_peer) for t in traces}, "commands": commands}
 
 
 def _summary(trace: Path, series: dict, with_peer: bool) -> dict:
@@ -62,8 +65,10 @@ def _summary(trace: Path, series: dict, with_peer: bool) -> dict:
         "orjson_loads_s": raw.median("work_s"),
     }
     cli, floor = series[(trace.name, "advisor-cli")], series[(trace.name, "floor")]
-    out["advisor_cli"] = {k: cli.median(k) for k in ("import_s", "work_s", "wall_s", "peak_rss_mb")}
+    out["advisor_cli"] = {k: cli.median(k) for k in ("import_s", "work_s", "reports_s", "wall_s", "peak_rss_mb")}
+    out["advisor_cli"]["wall_runs_s"] = [r.wall_s for r in cli.runs]
     out["floor"] = {k: floor.median(k) for k in ("work_s", "wall_s", "peak_rss_mb")}
+    out["floor"]["wall_runs_s"] = [r.wall_s for r in floor.runs]
     out["process_vs_floor"] = out["advisor_cli"]["wall_s"] / out["floor"]["wall_s"]
     out["load_vs_orjson"] = out["advisor"]["load_s"] / out["orjson_loads_s"]
     out["work_vs_orjson"] = out["advisor"]["work_s"] / out["orjson_loads_s"]
@@ -87,9 +92,11 @@ def report(result: dict) -> str:
         a, c, f = s["advisor"], s["advisor_cli"], s["floor"]
         lines += ["", f"{name}: {s['json_mb']:.1f} MB of JSON, {s['events']:,} events",
                   f"  advisor analyze, as a user runs it (reports included): process {c['wall_s']:.3f} s (imports "
-                  f"{c['import_s']:.3f}), peak RSS {c['peak_rss_mb']:.0f} MB",
+                  f"{c['import_s']:.3f}, reports {c['reports_s']:.3f} [target: < {REPORTS_TARGET_S:.0f} s]), peak RSS "
+                  f"{c['peak_rss_mb']:.0f} MB; runs {_runs(c['wall_runs_s'])}",
                   f"  floor    process {f['wall_s']:.3f} s (parse {f['work_s']:.3f}), peak RSS {f['peak_rss_mb']:.0f} MB: "
-                  f"advisor analyze takes {s['process_vs_floor']:.2f}x the floor   [target: <= {FLOOR_TARGET}x]",
+                  f"advisor analyze takes {s['process_vs_floor']:.2f}x the floor   [target: <= {FLOOR_TARGET}x]; "
+                  f"runs {_runs(f['wall_runs_s'])}",
                   f"  advisor  work {a['work_s']:.3f} s (load {a['load_s']:.3f}, analyze {a['analyze_s']:.3f}, rules "
                   f"{a['rules_s']:.3f}); process {a['wall_s']:.3f} s (imports {a['import_s']:.3f}); peak RSS "
                   f"{a['peak_rss_mb']:.0f} MB"]
@@ -107,7 +114,13 @@ def report(result: dict) -> str:
         lines.append(f"  orjson.loads of the decompressed file {s['orjson_loads_s']:.3f} s: advisor's load is "
                      f"{s['load_vs_orjson']:.2f}x that, its whole work {s['work_vs_orjson']:.2f}x   "
                      f"[target: load within {THROUGHPUT_TARGET:.0f}x]")
+    if result.get("commands"):
+        lines += ["", *report_lines(result["commands"])]
     return "\n".join(lines)
+
+
+def _runs(walls: list[float]) -> str:
+    return " ".join(f"{w:.2f}" for w in walls) + " s"
 
 
 def main(argv: list[str] | None = None) -> int:

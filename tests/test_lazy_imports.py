@@ -1,4 +1,4 @@
-"""The analyze path imports no heavy library it does not use: no torch, networkx or jinja2 before reports.
+"""The analyze path imports no heavy library it does not use: no torch or jinja2 before reports.
 
 ``advisor analyze`` loads, analyses and evaluates the rules before it writes any report; those steps (what
 bench/children.py times) must not pay for the report's libraries. The reports still render afterwards.
@@ -6,10 +6,12 @@ bench/children.py times) must not pay for the report's libraries. The reports st
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
-from conftest import fixture_path, run_cli
+import pytest
+from conftest import CliResult, fixture_path, run_cli
 
 #: libraries and report modules the work before the reports must not import
 HEAVY = ("torch", "networkx", "jinja2", "advisor.report.model", "advisor.report.charts",
@@ -53,3 +55,43 @@ def test_analyze_still_renders_the_reports(tmp_path) -> None:  # noqa: ANN001
     assert charts and all(p.read_text().lstrip().startswith("<?xml") for p in charts)  # the charts were drawn
     assert 'id="chart-phases"' in (tmp_path / "run" / "report.html").read_text()
     assert "# " in (tmp_path / "run" / "report.md").read_text()
+
+
+#: what `advisor analyze` never imports: it reads files recorded elsewhere, and only a run of a script needs these
+NEVER_IN_ANALYZE = ("torch", "nvtx", "advisor.collect")
+#: what the help and the rule listing never import: the tables, the analyzers, the loaders and the report libraries
+NEVER_IN_HELP = ("pandas", "numpy", "jinja2", "markdown_it", "pygments", "networkx", "msgspec", "orjson", "torch",
+                 "advisor.analyze", "advisor.load", "advisor.report.model", "advisor.report.render", "advisor.pipeline")
+
+
+def _imported(*args: str, cwd) -> tuple[set[str], CliResult]:  # noqa: ANN001
+    """The modules ``python -X importtime -m advisor ARGS`` imported (its stderr lists each one), and the run."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "advisor", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "COLUMNS": "120"})
+    result = CliResult(proc.returncode, proc.stdout, proc.stderr)
+    names = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    names.discard("package")  # the header line's last column
+    return names, result
+
+
+def _matching(names: set[str], roots: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in names if any(n == r or n.startswith(r + ".") for r in roots))
+
+
+@pytest.mark.parametrize("trace", ["v100_resnet_single_rank.pt.trace.json.gz", "a100_ddp_nccl_rank0.pt.trace.json.gz"])
+def test_analyze_never_imports_torch_nvtx_or_the_collectors(tmp_path, trace: str) -> None:  # noqa: ANN001
+    names, result = _imported("analyze", str(fixture_path("kineto", trace)), "--out", str(tmp_path / "run"),
+                              "--quiet", cwd=tmp_path)
+    assert result.code == 0, result.stderr[-2000:]
+    assert "advisor.analyze.registry" in names and "advisor.report.render" in names  # the list is the real one
+    assert _matching(names, NEVER_IN_ANALYZE) == []
+    assert (tmp_path / "run" / "report.html").is_file()
+
+
+@pytest.mark.parametrize("args", [("--help",), ("rules", "--help"), ("rules", "list")])
+def test_help_and_rule_listing_import_no_tables_analyzers_or_report_libraries(tmp_path, args) -> None:  # noqa: ANN001
+    """Speed itself is bench/peer.py's (its "command line" line, target 0.3 s of imports); this holds its cause."""
+    names, result = _imported(*args, cwd=tmp_path)
+    assert result.code == 0, result.stderr[-2000:]
+    assert "advisor.cli.app" in names
+    assert _matching(names, NEVER_IN_HELP) == []

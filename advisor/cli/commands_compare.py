@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from advisor.cli.app import app
 from advisor.messages import plain
 from advisor.units import fmt_ms, fmt_pct
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _signed(value: float | None, fmt: Any = fmt_ms) -> str:
@@ -21,6 +22,8 @@ def _signed(value: float | None, fmt: Any = fmt_ms) -> str:
 
 
 def _print(data: dict[str, Any], report: Path, console: Console) -> None:
+    from rich.table import Table
+
     console.print(plain(data["headline"], "bold"))
     table = Table(box=None, pad_edge=False, show_edge=False)
     for name, justify in (("", "left"), ("before", "right"), ("after", "right"), ("change", "right")):
@@ -65,4 +68,6 @@ def compare(
     if quiet:
         typer.echo(str(paths["html"]))
         return
+    from rich.console import Console
+
     _print(data, paths["html"], Console(highlight=False))

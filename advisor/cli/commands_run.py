@@ -10,7 +10,6 @@ from typing import Annotated, Optional
 import typer
 
 from advisor.cli.app import FailOnOption, GpuSpecOption, OutOption, RulesOption, WorkflowOption, app, err, finish
-from advisor.collect.config import CollectorConfig
 from advisor.messages import say
 
 
@@ -64,6 +63,7 @@ def diagnose(
 
     Example: advisor diagnose train.py -- --lr 0.1
     """
+    from advisor.collect.config import CollectorConfig
     from advisor.collect.framework import SUCCESS
     from advisor.runs import diagnose_script, outcome_sentence
 

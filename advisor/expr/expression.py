@@ -32,6 +32,7 @@ from typing import Any
 
 from advisor.expr.functions import FUNCTIONS, compile_pattern
 from advisor.expr.syntax import parse
+from advisor.expr.tree_cache import cached_tree
 from advisor.expr.tree import (
     Binary, BoolOp, Call, Compare, Const, Field, Generator, IfElse, Index, ListLit, Node, Ref, Unary, children,
 )
@@ -85,10 +86,14 @@ _ORDER = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: 
 class Expression:
     """A parsed expression, ready to evaluate many times."""
 
-    def __init__(self, source: str) -> None:
-        self.tree = parse(source)
+    def __init__(self, source: str, tree: Node | None = None) -> None:
+        """Parse and check ``source``; or take ``tree``, its tree already checked (from the cache)."""
         self.source = source
-        self._check_constants(self.tree)
+        if tree is None:
+            self.tree = parse(source)
+            self._check_constants(self.tree)
+        else:
+            self.tree = tree
 
     def __repr__(self) -> str:
         return f"Expression({self.source!r})"
@@ -336,11 +341,20 @@ def compile_expression(source: str) -> Expression:
 
     Regex literals in ``matches()`` are compiled too, so a broken pattern is a
     lint error rather than a failure on a user's run. Each distinct source is
-    parsed once per process.
+    parsed once per process, and once per machine while it passes (:mod:`advisor.expr.tree_cache`).
     """
-    if isinstance(source, str) and (cached := _COMPILED.get(source)) is not None:
+    if not isinstance(source, str):
+        return Expression(source)  # raises: an expression must be text
+    if (cached := _COMPILED.get(source)) is not None:
         return cached
-    expr = Expression(source)
+    built: list[Expression] = []
+
+    def check() -> Node:
+        built.append(Expression(source))
+        return built[0].tree
+
+    tree = cached_tree(source, check)  # parsed and checked in an earlier process, or by check() now
+    expr = built[0] if built else Expression(source, tree)
     for pattern, pos in expr.patterns():
         compile_pattern(pattern, source, pos)
     if len(_COMPILED) < _COMPILED_MAX:

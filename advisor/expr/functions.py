@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import regex
 
 from advisor.expr.tree import Call, Node
 from advisor.expr.values import (
@@ -134,6 +133,8 @@ def compile_pattern(pattern: str, source: str = "", pos: int = 0) -> Any:
         raise ExpressionError(f"regular expression longer than {MAX_PATTERN} characters", source, pos)
     compiled = _PATTERN_CACHE.get(pattern)
     if compiled is None:
+        import regex  # only for a rule that uses matches(): its import is about 15 ms
+
         try:
             compiled = regex.compile(pattern)
         except regex.error as exc:

@@ -44,7 +44,8 @@ def md_code(value: Any) -> str:
     text = " ".join(("" if value is None else str(value)).split()).replace("|", "\\|")
     if not text:
         return ""
-    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    # most names hold no backtick: a table's fitting renders its cells again and again, so skip the search then
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1) if "`" in text else "`"
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
 
@@ -177,6 +178,9 @@ def _fit(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int, widt
     limits: list[int | None] = [None] * len(columns)
     # Column by column: a round shortens one column, and only that column is rendered again.
     cols = [[_cell(line[i], kinds[i], None) for line in raw] for i in range(len(columns))]
+    whole = [list(col) for col in cols]
+    # a cell no longer than a column's limit renders as it does unshortened: only the longer ones are redone
+    lengths = [[len(" ".join(line[i].split())) for line in raw] for i in range(len(columns))]
     while True:
         data = [max([len(c) for c in col] + [0]) for col in cols]
         widths = [max(d, len(h), 3) for d, h in zip(data, headers)]
@@ -193,7 +197,9 @@ def _fit(rows: Sequence[Any], columns: Sequence[Sequence[Any]], limit: int, widt
         over = sum(widths) + 3 * len(widths) + 1 - width
         level = max([data[i] for i in shrinkable if i != widest] + [MIN_COLUMN, len(headers[widest])])
         limits[widest] = max(current - max(1, min(over, data[widest] - level) // 2), 1)
-        cols[widest] = [_cell(line[widest], kinds[widest], limits[widest]) for line in raw]
+        cut = limits[widest]
+        cols[widest] = [whole[widest][r] if lengths[widest][r] <= cut else _cell(line[widest], kinds[widest], cut)
+                        for r, line in enumerate(raw)]
     cells = [list(row) for row in zip(*cols)] if cols else [[] for _ in raw]
     right = [_KINDS[k][2] for k in kinds]
 

@@ -23,12 +23,9 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import jinja2
-from markdown_it import MarkdownIt
 from markupsafe import Markup
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import PythonLexer
 
+from advisor.report.snippets import markdown_html, python_html
 from advisor.report.markdown import (evidence_columns, evidence_kind, fact_value, md_cell, md_code, md_table,
                                      md_text, shorten, wrap)
 from advisor.yamlio.yaml_cache import cache_dir
@@ -38,7 +35,6 @@ from advisor.units import fmt_bytes, fmt_ms, fmt_num, fmt_pct
 __all__ = ["render_html", "render_markdown", "safe_url", "write_charts", "write_reports"]
 
 CHARTS = "charts"
-_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 
 def _safe(fmt: Callable[[float], str]) -> Callable[[Any], str]:
@@ -86,12 +82,12 @@ def _evidence_cell(value: Any, column: str) -> str:
 
 def _markdown_html(text: Any) -> Markup:
     """Trusted-format, untrusted-content Markdown (knowledge entries) to HTML; raw HTML is escaped."""
-    return Markup(_MARKDOWN.render(str(text or "")))
+    return Markup(markdown_html(str(text or "")))
 
 
 def _python_html(code: Any) -> Markup:
     """A code snippet, highlighted with inline styles (no stylesheet or script needed)."""
-    return Markup(highlight(str(code or ""), PythonLexer(), HtmlFormatter(nowrap=True, noclasses=True)))
+    return Markup(python_html(str(code or "")))
 
 
 def _data_uri(svg: str | None) -> str:

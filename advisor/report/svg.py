@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from xml.sax.saxutils import escape
 
 __all__ = ["Bar", "Point", "Row", "bar_chart", "esc", "log_scatter", "nice_ticks"]
 
@@ -25,11 +24,16 @@ CHAR_W = 6.4
 WIDTH = 760
 AXIS = "#555555"
 GRID = "#e6e6e6"
+_XML_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"})
 
 
 def esc(text: object) -> str:
-    """Text for an SVG element or attribute: XML-escaped, quotes included."""
-    return escape(str(text), {'"': "&quot;", "'": "&#39;"})
+    """Text for an SVG element or attribute: XML-escaped, quotes included.
+
+    ``str.translate`` rather than ``xml.sax.saxutils.escape``: that module pulls in urllib.request and
+    http.client (about 15 ms of imports) for one replacement table.
+    """
+    return str(text).translate(_XML_ESCAPES)
 
 
 def _num(value: float) -> str:

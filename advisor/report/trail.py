@@ -20,10 +20,9 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import networkx as nx
-
 from advisor.report import svg
 from advisor.report.charts import Chart, label
+from advisor.workflow.dag import Dag
 
 __all__ = ["STATUS_TEXT", "build_trail"]
 
@@ -92,10 +91,8 @@ def _graph(workflow: Any, stages: list[dict[str, Any]]) -> tuple[list[str], list
 
 
 def _layout(nodes: list[str], edges: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    graph = nx.DiGraph()
-    graph.add_nodes_from(nodes)
-    graph.add_edges_from((e["from"], e["to"]) for e in edges)
-    layers = list(nx.topological_generations(graph)) if nx.is_directed_acyclic_graph(graph) else [list(graph)]
+    graph = Dag(nodes, ((e["from"], e["to"]) for e in edges))
+    layers = graph.generations() if graph.is_acyclic() else [graph.nodes]
     pos = {}
     for x, layer in enumerate(layers):
         for i, node in enumerate(sorted(layer)):

@@ -80,22 +80,22 @@ def _ranks(ctx: StageContext) -> int:
 
 
 def _system_collect(ctx: StageContext) -> Collected:
-    from advisor.collect.nsys import run_nsys
-
     if ctx.config is None:
         raise CollectError("advisor analyze does not run profilers")
+    from advisor.collect.nsys import run_nsys
+
     run = run_nsys(_system_config(ctx), ctx.stage_dir, cuda=ctx.cuda, timeout_s=_system_timeout(ctx),
                    progress=ctx.progress, nproc_per_node=_ranks(ctx))
     return Collected([run.sqlite], run.artifacts, run.command, run.notes)
 
 
 def _system_command(ctx: StageContext) -> str | None:
+    if ctx.config is None:  # files read elsewhere (advisor analyze): no script to name, and no collector imported
+        return ("nsys profile --trace=cuda,nvtx,osrt --sample=none --cpuctxsw=none --output=report python "
+                f"YOUR_SCRIPT.py && advisor analyze {shlex.quote(str(ctx.run_dir))} report.nsys-rep")
     from advisor.collect.nsys import manual_command
     from advisor.tools.nsys import find_nsys
 
-    if ctx.config is None:
-        return ("nsys profile --trace=cuda,nvtx,osrt --sample=none --cpuctxsw=none --output=report python "
-                f"YOUR_SCRIPT.py && advisor analyze {shlex.quote(str(ctx.run_dir))} report.nsys-rep")
     try:
         tool = find_nsys()
     except ToolMissingError:
@@ -150,11 +150,11 @@ def _kernel_targets(ctx: StageContext) -> list[Any]:
 
 def _kernel_command(ctx: StageContext) -> str | None:
     """One ncu command per hot kernel, for running by hand, then the merge into this run."""
-    from advisor.collect.ncu import build_command
-
-    if ctx.config is None:
+    if ctx.config is None:  # files read elsewhere (advisor analyze): no script to name, and no collector imported
         return (f"ncu --set full -o report python YOUR_SCRIPT.py && advisor analyze "
                 f"{shlex.quote(str(ctx.run_dir))} report.ncu-rep")
+    from advisor.collect.ncu import build_command
+
     targets = _kernel_targets(ctx)
     program = [sys.executable, ctx.config.script, *ctx.config.args]
     lines = [shlex.join(build_command(t, ctx.stage_dir / f"{i:02d}", program)) for i, t in enumerate(targets, 1)]
@@ -165,10 +165,10 @@ def _kernel_command(ctx: StageContext) -> str | None:
 
 
 def _kernel_collect(ctx: StageContext) -> Collected:
-    from advisor.collect.ncu import run_kernel_stage
-
     if ctx.config is None:
         raise CollectError("advisor analyze does not run profilers")
+    from advisor.collect.ncu import run_kernel_stage
+
     result = run_kernel_stage(ctx.run_dir, Path(ctx.config.script), ctx.config.args, _kernel_targets(ctx),
                               timeout_s=ctx.timeout_s)
     commands = "\n".join(result.commands) or None

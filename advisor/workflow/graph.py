@@ -1,4 +1,4 @@
-"""The decision graph: stages and guarded escalations, read from YAML into a networkx DiGraph.
+"""The decision graph: stages and guarded escalations, read from YAML into a :class:`~advisor.workflow.dag.Dag`.
 
 The built-in graph is ``rules/workflow.yaml``; ``--workflow FILE`` (or
 ``$ADVISOR_WORKFLOW``) replaces it. The file::
@@ -32,11 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
-
 from advisor.errors import ExpressionError, RuleError
 from advisor.expr.expression import Expression, compile_expression
 from advisor.resources import rules_dir
+from advisor.workflow.dag import Dag
 from advisor.workflow.stages import registered_stages
 from advisor.yamlio.safe_yaml import LineMap, load_yaml
 
@@ -86,25 +85,24 @@ class Workflow:
 
     path: Path
     start: str
-    graph: nx.DiGraph
+    graph: Dag[str]
     builtin: bool = True
 
     def stage(self, name: str) -> Stage:
-        return self.graph.nodes[name]["stage"]
+        return self.graph.node(name)
 
     def order(self) -> list[str]:
         """Stages in walking order: topological, ties broken by their order in the file."""
-        rank = {name: i for i, name in enumerate(self.graph.nodes)}
-        return list(nx.lexicographical_topological_sort(self.graph, key=lambda n: rank[n]))
+        return self.graph.topological_order()
 
     def out_edges(self, name: str) -> list[Edge]:
-        return [data["edge"] for _, _, data in self.graph.out_edges(name, data=True)]
+        return self.graph.out_edges(name)
 
     def in_edges(self, name: str) -> list[Edge]:
-        return [data["edge"] for _, _, data in self.graph.in_edges(name, data=True)]
+        return self.graph.in_edges(name)
 
     def edges(self) -> list[Edge]:
-        return [data["edge"] for _, _, data in self.graph.edges(data=True)]
+        return self.graph.edges()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -144,7 +142,7 @@ def _build(data: Any, lines: LineMap, path: Path, builtin: bool) -> Workflow:
         raise _fail(path, lines, (key,), f"`{key}` is not a workflow field (known: {', '.join(sorted(_TOP_KEYS))})")
     if data.get("version") != 1:
         raise _fail(path, lines, ("version",), "`version` must be 1")
-    graph = nx.DiGraph()
+    graph: Dag[str] = Dag()
     _add_stages(graph, data.get("stages"), lines, path)
     _add_edges(graph, data.get("edges"), lines, path)
     start = data.get("start")
@@ -155,7 +153,7 @@ def _build(data: Any, lines: LineMap, path: Path, builtin: bool) -> Workflow:
     return workflow
 
 
-def _add_stages(graph: nx.DiGraph, stages: Any, lines: LineMap, path: Path) -> None:
+def _add_stages(graph: Dag[str], stages: Any, lines: LineMap, path: Path) -> None:
     if not isinstance(stages, list) or not stages:
         raise _fail(path, lines, ("stages",), "`stages` must be a non-empty list of {name, title, tool}")
     registry = registered_stages()
@@ -179,10 +177,10 @@ def _add_stages(graph: nx.DiGraph, stages: Any, lines: LineMap, path: Path) -> N
             raise _fail(path, lines, where, f"stage {name!r} {' and '.join(problems)}; it cannot be walked")
         stage = Stage(name, str(item.get("title") or name), str(item.get("tool") or spec.tool), spec.terminal,
                       lines.line(where))
-        graph.add_node(name, stage=stage)
+        graph.add_node(name, stage)
 
 
-def _add_edges(graph: nx.DiGraph, edges: Any, lines: LineMap, path: Path) -> None:
+def _add_edges(graph: Dag[str], edges: Any, lines: LineMap, path: Path) -> None:
     if not isinstance(edges, list):
         raise _fail(path, lines, ("edges",), "`edges` must be a list of {from, to, guard, because}")
     for i, item in enumerate(edges):
@@ -211,21 +209,21 @@ def _add_edges(graph: nx.DiGraph, edges: Any, lines: LineMap, path: Path) -> Non
         except ExpressionError as exc:
             raise _fail(path, lines, (*where, "guard"), f"`guard` is not a valid expression: {exc.message}") from None
         edge = Edge(source, target, guard, str(item.get("because") or ""), expr, lines.line(where))
-        graph.add_edge(source, target, edge=edge)
+        graph.add_edge(source, target, edge)
 
 
 def _check_shape(workflow: Workflow, lines: LineMap) -> None:
     graph, path = workflow.graph, workflow.path
-    if not nx.is_directed_acyclic_graph(graph):
-        cycle = nx.find_cycle(graph)
-        loop = " -> ".join([cycle[0][0], *(v for _, v in cycle)])
-        edge = graph.edges[cycle[0][0], cycle[0][1]]["edge"]
+    cycle = graph.find_cycle()
+    if cycle is not None:
+        loop = " -> ".join(cycle)
+        edge = graph.edge(cycle[0], cycle[1])
         raise RuleError(path, edge.line, f"the edges form a cycle ({loop}); a run walks the graph once, so it "
                                          "must be acyclic")
     if graph.in_degree(workflow.start):
         first = workflow.in_edges(workflow.start)[0]
         raise RuleError(path, first.line, f"the start stage {workflow.start!r} cannot have an edge into it")
-    reachable = nx.descendants(graph, workflow.start) | {workflow.start}
+    reachable = graph.descendants(workflow.start) | {workflow.start}
     for name in graph.nodes:
         stage = workflow.stage(name)
         if name not in reachable:

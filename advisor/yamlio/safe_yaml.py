@@ -21,17 +21,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import RuleError
 from advisor.yamlio.yaml_cache import shared_cache
 
-# libyaml's parser when PyYAML was built with it (the wheels are): ten times faster, same events and marks
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    import yaml
 
-__all__ = ["LineMap", "load_yaml", "parse_yaml"]
+__all__ = ["LineMap", "load_yaml", "parse_yaml", "parse_yaml_cached"]
 
 MAX_BYTES = 256 * 1024
 MAX_NODES = 20_000
@@ -65,6 +63,11 @@ def load_yaml(path: Path) -> tuple[Any, LineMap]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise RuleError(path, None, "is not UTF-8 text") from None
+    return parse_yaml_cached(text, path)
+
+
+def parse_yaml_cached(text: str, path: Path | None = None) -> tuple[Any, LineMap]:
+    """:func:`parse_yaml`, through the cache of texts parsed cleanly before."""
     data, lines = shared_cache().get_or_parse(text, lambda: _parse_with_lines(text, path))
     return data, LineMap(lines)
 
@@ -76,11 +79,13 @@ def _parse_with_lines(text: str, path: Path) -> tuple[Any, dict[tuple[Any, ...],
 
 def parse_yaml(text: str, path: Path | None = None) -> tuple[Any, LineMap]:
     """The data of one YAML document, and the line of each value; every problem is a :class:`RuleError`."""
+    import yaml  # here, not at the top: a run whose rule files all come from the cache never imports PyYAML
+
     if len(text) > MAX_BYTES:
         raise RuleError(path, None, f"text is {len(text):,} characters; rule files are limited to {MAX_BYTES:,}")
     _check_events(text, path)
     try:
-        node = yaml.compose(text, Loader=_Loader)
+        node = yaml.compose(text, Loader=_loader())
     except yaml.YAMLError as exc:
         raise RuleError(path, _mark_line(exc), f"is not valid YAML: {_problem(exc)}") from None
     if node is None:
@@ -88,12 +93,19 @@ def parse_yaml(text: str, path: Path | None = None) -> tuple[Any, LineMap]:
     lines = LineMap()
     _walk(node, (), lines, [0], path)
     try:
-        data = _Loader("").construct_document(node)  # the very node checked above
+        data = _loader()("").construct_document(node)  # the very node checked above
     except yaml.constructor.ConstructorError as exc:
         raise RuleError(path, _mark_line(exc), f"uses a YAML tag that is not allowed: {_problem(exc)}") from None
     except yaml.YAMLError as exc:
         raise RuleError(path, _mark_line(exc), f"is not valid YAML: {_problem(exc)}") from None
     return data, lines
+
+
+def _loader() -> type:
+    """libyaml's parser when PyYAML was built with it (the wheels are): ten times faster, same events and marks."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 #: the only explicit tags a rule file may use (the YAML core schema)
@@ -106,9 +118,11 @@ def _check_events(text: str, path: Path | None) -> None:
     PyYAML's event parser is a state machine, not a recursion, so this pass is
     safe on any input; the composer that runs afterwards recurses per level.
     """
+    import yaml
+
     depth = nodes = 0
     try:
-        for event in yaml.parse(text, Loader=_Loader):
+        for event in yaml.parse(text, Loader=_loader()):
             line = event.start_mark.line + 1 if event.start_mark else None
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 raise RuleError(path, line, "YAML anchors and aliases (&name / *name) are not allowed in rule files")
@@ -133,6 +147,8 @@ def _check_events(text: str, path: Path | None) -> None:
 
 
 def _walk(node: yaml.Node, here: tuple[Any, ...], lines: LineMap, count: list[int], path: Path | None) -> None:
+    import yaml
+
     count[0] += 1
     if count[0] > MAX_NODES:
         raise RuleError(path, node.start_mark.line + 1, f"has more than {MAX_NODES:,} YAML nodes")

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CACHE_ENV", "YamlCache", "cache_dir", "shared_cache"]
+__all__ = ["CACHE_ENV", "YamlCache", "cache_dir", "named_cache", "shared_cache"]
 
 CACHE_ENV = "ADVISOR_CACHE_DIR"
 #: entries kept when the file is rewritten; beyond it only those used by this process stay
@@ -114,16 +114,30 @@ def shared_cache() -> YamlCache:
     """This process's cache, saved when the process exits."""
     global _shared
     if _shared is None:
-        from advisor.yamlio import safe_yaml
-
         folder = cache_dir()
-        # marshal's format is tied to the Python version; the parser's source, to what it checks
+        # marshal's format is tied to the Python version; the parser's source, to what it checks (read, not
+        # imported: a run whose files are all cached never imports PyYAML)
         name = f"yaml-py{sys.version_info[0]}{sys.version_info[1]}.marshal"
         try:
-            parser_key = hashlib.sha256(Path(safe_yaml.__file__).read_bytes()).digest()
+            parser_key = hashlib.sha256(Path(__file__).with_name("safe_yaml.py").read_bytes()).digest()
         except OSError:
             folder = None  # no source to key on: no cache
             parser_key = b""
         _shared = YamlCache(folder / name if folder else None, parser_key)
         atexit.register(_shared.save)
     return _shared
+
+
+_named: dict[str, YamlCache] = {}
+
+
+def named_cache(name: str, key: bytes) -> YamlCache:
+    """A cache of other texts parsed or rendered, in a file of its own (``<name>-pyXY.marshal``), its entries
+    keyed by ``key`` (what made them: a parser and its options) with each text; saved when the process exits."""
+    cache = _named.get(name)
+    if cache is None:
+        folder = cache_dir()
+        path = folder / f"{name}-py{sys.version_info[0]}{sys.version_info[1]}.marshal" if folder else None
+        cache = _named[name] = YamlCache(path, key)
+        atexit.register(cache.save)
+    return cache

@@ -31,6 +31,8 @@ import typer.main
 import advisor.cli  # noqa: F401  (registers the commands)
 import advisor.runs
 from advisor.cli.app import app, run
+from advisor.pipeline import Rendered
+from advisor.report.model import build_report_data
 
 from mutate import Case
 
@@ -84,16 +86,18 @@ def _without_reports(report: bool) -> Iterator[None]:
     if report:
         yield
         return
-    real = advisor.runs.render_run
+    real = advisor.runs.render_reports
 
-    def paths_only(run_dir: Any, charts: bool = True) -> dict[str, Path]:
-        return {"markdown": run_dir.file("report.md"), "html": run_dir.file("report.html")}
+    def paths_only(run_dir: Any, charts: bool = True) -> Rendered:
+        # no report files; the terminal card still gets its data (without charts, as nothing is drawn)
+        return Rendered({"markdown": run_dir.file("report.md"), "html": run_dir.file("report.html")},
+                        build_report_data(run_dir, charts=False))
 
-    advisor.runs.render_run = paths_only
+    advisor.runs.render_reports = paths_only
     try:
         yield
     finally:
-        advisor.runs.render_run = real
+        advisor.runs.render_reports = real
 
 
 _BUILT: list[Any] = []

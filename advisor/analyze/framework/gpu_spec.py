@@ -14,9 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from advisor.errors import InputError
+from advisor.yamlio.yaml_cache import named_cache
 
 if TYPE_CHECKING:
     from advisor.analyze.framework.view import TraceView
@@ -89,16 +88,32 @@ def load_specs(path: Path | None = None) -> tuple[GpuSpec, ...]:
 @cache
 def _load(path: Path) -> tuple[GpuSpec, ...]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(path, "no such file (--gpu-spec wants a YAML file of GPU peaks, like the built-in "
                                "advisor/analyze/framework/gpu_specs.yaml)") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise InputError(path, f"cannot be read as a GPU spec table: {exc}") from None
+    data = _parsed(path, text)
     entries = data.get("gpus") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise InputError(path, "has no `gpus:` list; each entry needs name, match, memory_tb_s and matrix/vector peaks")
     return tuple(_entry(path, i, e) for i, e in enumerate(entries))
+
+
+def _parsed(path: Path, text: str) -> Any:
+    """The table's YAML, parsed once per machine (a cache like the rule files', :mod:`advisor.yamlio.yaml_cache`):
+    a run then does not import PyYAML for it. libyaml's safe loader where PyYAML has it."""
+
+    def parse() -> tuple[Any, dict]:
+        import yaml
+
+        try:
+            return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)), {}
+        except yaml.YAMLError as exc:
+            raise InputError(path, f"cannot be read as a GPU spec table: {exc}") from None
+
+    return named_cache("gpu-specs", b"yaml.safe_load 1").get_or_parse(text, parse)[0]
 
 
 def _entry(path: Path, i: int, e: Any) -> GpuSpec:

@@ -77,11 +77,11 @@ PROVIDES = (
 def collective_intervals(view: TraceView) -> tuple[np.ndarray, np.ndarray]:
     """Merged host intervals spent in collectives, over all threads of one trace."""
     e = view.events
-    names = e["name"].astype(str)
-    is_range = (e["cat"] == "user_annotation") & names.str.match(COLLECTIVE_RANGE)
-    is_op = (e["cat"] == "cpu_op") & names.str.match(COLLECTIVE_OP)
-    sel = e[is_range | is_op]
-    return intervals.union(sel["ts"].to_numpy(), sel["end"].to_numpy())
+    # Names are matched within their category only: a regex over every event's name was most of this analyzer.
+    parts = [e[e["cat"] == cat] for cat in ("user_annotation", "cpu_op")]
+    sel = [p[p["name"].astype(str).str.match(pattern)] for p, pattern in zip(parts, (COLLECTIVE_RANGE, COLLECTIVE_OP))]
+    return intervals.union(np.concatenate([s["ts"].to_numpy() for s in sel]),
+                           np.concatenate([s["end"].to_numpy() for s in sel]))
 
 
 def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
