@@ -37,6 +37,7 @@ from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.framework.per_step import NS_PER_MS
 from advisor.analyze.framework.phases import split_step
 from advisor.analyze.framework.view import TraceView
+from advisor.analyze.ranks.digest import rank_part
 from advisor.analyze.ranks.rankset import RankSet
 from advisor.analyze.ranks.waits import matched_waits
 from advisor.analyze.registry import analyzer
@@ -135,6 +136,11 @@ def rank_figures(rank: int, view: TraceView) -> dict[str, Any]:
     }
 
 
+@rank_part("figures")
+def _figures(view: TraceView) -> dict[str, Any]:
+    """:func:`rank_figures` with rank -1: the rank set numbers the ranks (file order when the traces' repeat)."""
+    return rank_figures(-1, view)
+
 
 def _share(part: float, whole: float) -> float:
     """``part / whole`` within [0, 1]; 0 when there is no extra work to share."""
@@ -144,7 +150,7 @@ def _share(part: float, whole: float) -> float:
 @analyzer("ranks", needs=("ranks",), provides=PROVIDES, scope="ranks")
 def ranks(rank_set: RankSet) -> dict[str, Any]:
     """Compare the ranks: step times, the straggler, and the time the others wait for it in collectives."""
-    rows = [rank_figures(rank, view) for rank, view in rank_set]
+    rows = [{**figures, "rank": rank} for rank, figures in zip(rank_set.ranks, rank_set.part("figures"))]
     waits = matched_waits([r["collective_ns_by_step"] for r in rows], [r["collective_ms"] for r in rows])
     for r, wait_ms in zip(rows, waits):
         r["wait_ms"] = wait_ms
