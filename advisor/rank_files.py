@@ -64,11 +64,16 @@ def worker_count(paths: Sequence[Path], requested: int | None = None) -> int:
     return max(0, min(requested, len(paths) - 1, room))
 
 
-def _load(path: Path, run_meta: dict[str, Any] | None) -> TraceView:
+def _load(path: Path, run_meta: dict[str, Any] | None, helpers: int | None = None) -> TraceView:
+    """``helpers``: see :func:`~advisor.load.kineto.load_kineto` (0 while workers have the other cores)."""
     from advisor.load.kineto import load_kineto
     from advisor.load.kineto_window import plan_window
 
-    return TraceView(load_kineto(path, window=plan_window(path)), run_meta)
+    return TraceView(load_kineto(path, window=plan_window(path), helpers=helpers), run_meta)
+
+
+def _start_worker() -> None:
+    os.environ[WORKERS_ENV] = "1"  # the workers have the cores: a worker's load starts no helpers of its own
 
 
 def digest_file(path: Path, run_meta: dict[str, Any] | None = None) -> RankDigest:
@@ -112,10 +117,11 @@ def _in_parallel(paths: list[Path], run_meta: dict[str, Any] | None, count: int,
     from concurrent.futures import ProcessPoolExecutor
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context(method)) as pool:
+    with ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context(method),
+                             initializer=_start_worker) as pool:
         futures = [pool.submit(digest_file, p, run_meta) for p in paths[1:]]
         try:
-            first = _load(paths[0], run_meta)
+            first = _load(paths[0], run_meta, helpers=0)
             digests = []
             for done, future in enumerate(futures, start=1):
                 digests.append(future.result())
