@@ -30,8 +30,9 @@ from advisor.progress import Progress
 from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
 
-__all__ = ["Diagnosed", "analyze_kernel_reports", "analyze_trace_files", "analyze_traces", "analyze_views", "compare_kernel_reports", "diagnose_findings",
-           "find_kineto_traces", "is_kernel_file", "is_kineto_trace", "load_collected_traces", "load_kernel_reports",
+__all__ = ["Diagnosed", "analyze_kernel_reports", "analyze_trace_files", "analyze_traces", "analyze_views",
+           "compare_kernel_reports", "diagnose_findings", "find_kineto_traces", "is_kernel_file", "is_kineto_trace",
+           "load_collected_traces", "load_kernel_reports",
            "load_traces", "rediagnose", "render_run", "save"]
 
 
@@ -111,9 +112,6 @@ def analyze_trace_files(paths: Sequence[Path], run_meta: dict[str, Any] | None =
 def analyze_views(members: Sequence[Any], run_meta: dict[str, Any] | None = None) -> Findings:
     """The findings of rank traces ordered by rank: the first a loaded :class:`TraceView` (its findings are the
     run's), the others views or :class:`~advisor.analyze.ranks.digest.RankDigest` (compared as ranks)."""
-    from advisor.analyze.ranks.digest import RankDigest
-    from advisor.load.kineto_window import META_KEY
-
     primary = members[0]
     with Progress(f"Analysing {primary.trace.path.name}") as bar:
         with analysing(str(primary.trace.path)):
@@ -122,16 +120,11 @@ def analyze_views(members: Sequence[Any], run_meta: dict[str, Any] | None = None
     if note and findings.get("ops.modelled_share"):  # operators were modelled, but their shares cannot be given
         findings.notes.append(f"roofline: {note}")
     for member in members:  # traces over the memory budget were analysed on a window of steps: say so
-        digest = member if isinstance(member, RankDigest) else None
-        path = digest.path if digest else member.trace.path
-        window = digest.window if digest else member.trace.meta.get(META_KEY)
+        path, window, quality = _about(member)
         if window:
             findings.notes.append(f"{path.name}: {window['note']}")
-        if member is not primary:  # the first rank's quality is a fact, shown with the verdict
-            quality = digest.quality_note if digest else (member.trace.quality.note()
-                                                          if member.trace.quality.material else None)
-            if quality:
-                findings.notes.append(f"{path.name}: {quality}")
+        if quality and member is not primary:  # the first rank's quality is a fact, shown with the verdict
+            findings.notes.append(f"{path.name}: {quality}")
     if len(members) > 1:
         # Ranks compared: host side in advisor.analyze.ranks.host, GPU side in advisor.analyze.ranks.gpu
         rank_set = RankSet(members)
@@ -145,6 +138,17 @@ def analyze_views(members: Sequence[Any], run_meta: dict[str, Any] | None = None
         if rank_set.numbered_by_order:
             findings.notes.append("the traces carry no distinct rank numbers, so ranks are numbered in file order")
     return findings
+
+
+def _about(member: Any) -> tuple[Path, dict[str, Any] | None, str | None]:
+    """A rank trace's file, its window (over the memory budget) and its data-quality note when material."""
+    from advisor.analyze.ranks.digest import RankDigest
+    from advisor.load.kineto_window import META_KEY
+
+    if isinstance(member, RankDigest):
+        return member.path, member.window, member.quality_note
+    trace = member.trace
+    return trace.path, trace.meta.get(META_KEY), trace.quality.note() if trace.quality.material else None
 
 
 def is_kernel_file(path: Path) -> bool:

@@ -41,8 +41,8 @@ class Series:
         return statistics.median(values)
 
 
-def run_measured(tool: str, trace: Path, python: str, timeout_s: float = 3600, *, env_extra: dict[str, str] | None = None,
-                 tree: bool = False) -> Run:
+def run_measured(tool: str, trace: Path, python: str, timeout_s: float = 3600, *,
+                 env_extra: dict[str, str] | None = None, tree: bool = False) -> Run:
     """Run ``bench/children.py TOOL TRACE`` in a fresh process, from an empty folder (where no stray
     ``hta.py`` can shadow a package); its wall time, figures, and its own peak RSS (``wait4``).
 

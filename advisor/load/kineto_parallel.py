@@ -104,7 +104,8 @@ def piece_columns(columns: Columns, piece: bytes, sample: dict[str, int] | None 
     columns.add_piece(piece)
     return {"chunks": columns.chunks, "names": list(columns.names), "cats": list(columns.cats),
             "flow_cats": list(columns.flow_cats), "texts": {c: list(t) for c, t in columns.texts.items()},
-            "sampled": {t: ts[done[t]:] for t, ts in columns.sampled.items()}, "missing_ts": columns.missing_ts, "events_seen": columns.events_seen}
+            "sampled": {t: ts[done[t]:] for t, ts in columns.sampled.items()}, "missing_ts": columns.missing_ts,
+            "events_seen": columns.events_seen}
 
 
 def merge_piece(columns: Columns, part: dict[str, Any]) -> None:

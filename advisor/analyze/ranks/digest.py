@@ -1,16 +1,17 @@
 """One rank trace reduced to what the ranks' comparison reads of it, so that its tables can be let go.
 
 The ``ranks``-scope analyzers (:mod:`.host`, :mod:`.gpu`, :mod:`.skew`) read
-each rank's trace only through per-rank functions their modules register with
-:func:`rank_part` (``figures``: :func:`.host.rank_figures`; ``gpu_row``:
-:func:`.gpu.rank_row`; ``keyed``: :func:`.skew.keyed_collectives`), which
-:meth:`~.rankset.RankSet.part` calls. Their results are a few kilobytes, where the trace's tables are megabytes or more. A
-:class:`RankDigest` holds those results for one trace, computed once, plus what
-the pipeline says about the trace (its rank, its window, its data quality) and
-which tables it has. So a folder of many rank traces is analysed one trace at
-a time, each in any process (a digest pickles), and memory holds the first
-rank's full tables (its findings are the run's) plus one trace per worker,
-whatever the number of ranks.
+each rank's trace only through per-rank functions their modules register
+with :func:`rank_part` (``figures``: :func:`.host.rank_figures`;
+``gpu_row``: :func:`.gpu.rank_row`; ``keyed``: :func:`.skew.keyed_collectives`),
+which :meth:`~.rankset.RankSet.part` calls. Their results are a few
+kilobytes, where the trace's tables are megabytes or more. A
+:class:`RankDigest` holds those results for one trace, computed once, plus
+what the pipeline says about the trace (its rank, its window, its data
+quality) and which tables it has. So a folder of many rank traces is analysed
+one trace at a time, each in any process (a digest pickles), and memory holds
+the first rank's full tables (its findings are the run's) plus one trace per
+worker, whatever the number of ranks.
 
 :class:`~.rankset.RankSet` takes views or digests alike; :meth:`RankSet.part`
 gives an analyzer the same value from either.

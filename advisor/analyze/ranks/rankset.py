@@ -55,8 +55,8 @@ class RankSet:
         return [v.path if isinstance(v, RankDigest) else v.trace.path for v in self.views]
 
     def part(self, name: str) -> list[Any]:
-        """Per member, in rank order, one per-rank part (registered with :func:`~advisor.analyze.ranks.digest.rank_part`):
-        computed from a view, or a shallow copy of a digest's (analyzers set and pop keys of what they are given)."""
+        """Per member, in rank order, one per-rank part (see :func:`~advisor.analyze.ranks.digest.rank_part`):
+        computed from a view, or a shallow copy of a digest's (analyzers set and pop keys of what they get)."""
         return [copy.copy(v.parts[name]) if isinstance(v, RankDigest) else part_of_view(v, name)
                 for v in self.views]
 
