@@ -170,8 +170,8 @@ def report(result: dict) -> str:
     for r in (r for r in result["rows"] if "ranks" in r):
         lines.append(f"{r['size']} ({r['json_mb']:.0f} MB of JSON), ADVISOR_WORKERS={r['workers']} "
                      f"({r['processes']} worker processes): whole {r['whole_s']:.2f} s, work {r['work_s']:.2f} s; "
-                     f"peak RSS of all its processes together {r['whole_rss_mb']:.0f} MB (work {r['peak_rss_mb']:.0f}"
-                     f" MB), largest single process {r['largest_process_mb']:.0f} MB")
+                     f"peak memory of all its processes together (Pss) {r['whole_rss_mb']:.0f} MB (work "
+                     f"{r['peak_rss_mb']:.0f} MB), largest single process's peak RSS {r['largest_process_mb']:.0f} MB")
     return "\n".join(lines)
 
 
