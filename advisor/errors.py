@@ -58,6 +58,10 @@ class InputError(AdvisorError):
         self.problem = problem
         super().__init__(f"{path}: {problem}")
 
+    def __reduce__(self) -> tuple[type, tuple[Path, str]]:
+        # Raised in a worker process (advisor.rank_files), it is pickled back: rebuilt from what it was given.
+        return type(self), (self.path, self.problem)
+
 
 class TraceError(InputError):
     """A profiler trace cannot be read."""

@@ -30,9 +30,10 @@ from advisor.progress import Progress
 from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
 
-__all__ = ["Diagnosed", "Rendered", "analyze_kernel_reports", "analyze_traces", "compare_kernel_reports", "diagnose_findings",
-           "find_kineto_traces", "is_kernel_file", "is_kineto_trace", "load_collected_traces", "load_kernel_reports",
-           "load_traces", "rediagnose", "render_reports", "render_run", "save"]
+__all__ = ["Diagnosed", "Rendered", "analyze_kernel_reports", "analyze_trace_files", "analyze_traces", "analyze_views",
+           "compare_kernel_reports", "diagnose_findings", "find_kineto_traces", "is_kernel_file", "is_kineto_trace",
+           "load_collected_traces", "load_kernel_reports", "load_traces", "rediagnose", "render_reports", "render_run",
+           "save"]
 
 
 @dataclass
@@ -94,35 +95,60 @@ def analyze_traces(traces: Sequence[KinetoTrace], run_meta: dict[str, Any] | Non
     """Framework-stage findings: the first rank's, and with several ranks the ``ranks.*`` comparison."""
     if not traces:
         return Findings(notes=["no trace was captured, so nothing could be analysed"])
-    views = [TraceView(t, run_meta) for t in traces]
-    primary = views[0]
+    return analyze_views([TraceView(t, run_meta) for t in traces], run_meta)
+
+
+def analyze_trace_files(paths: Sequence[Path], run_meta: dict[str, Any] | None = None,
+                        workers: int | None = None) -> Findings:
+    """:func:`analyze_traces` of trace files; several rank traces are analysed one per core, with memory
+    bounded (:mod:`advisor.rank_files`)."""
+    if len(paths) < 2:
+        return analyze_traces(load_traces(paths), run_meta)
+    from advisor.rank_files import analyze_rank_files
+
+    return analyze_rank_files(paths, run_meta, workers)
+
+
+def analyze_views(members: Sequence[Any], run_meta: dict[str, Any] | None = None) -> Findings:
+    """The findings of rank traces ordered by rank: the first a loaded :class:`TraceView` (its findings are the
+    run's), the others views or :class:`~advisor.analyze.ranks.digest.RankDigest` (compared as ranks)."""
+    primary = members[0]
     with Progress(f"Analysing {primary.trace.path.name}") as bar:
         with analysing(str(primary.trace.path)):
             findings = run_analyzers(primary, "framework", evidence=str(primary.trace.path), on_progress=bar.update)
     note = findings.get("roofline.note")
     if note and findings.get("ops.modelled_share"):  # operators were modelled, but their shares cannot be given
         findings.notes.append(f"roofline: {note}")
-    from advisor.load.kineto_window import META_KEY
-
-    for trace in traces:  # traces over the memory budget were analysed on a window of steps: say so
-        window = trace.meta.get(META_KEY)
+    for member in members:  # traces over the memory budget were analysed on a window of steps: say so
+        path, window, quality = _about(member)
         if window:
-            findings.notes.append(f"{trace.path.name}: {window['note']}")
-        if trace is not primary.trace and trace.quality.material:  # the first rank's is a fact, shown with the verdict
-            findings.notes.append(f"{trace.path.name}: {trace.quality.note()}")
-    if len(views) > 1:
+            findings.notes.append(f"{path.name}: {window['note']}")
+        if quality and member is not primary:  # the first rank's quality is a fact, shown with the verdict
+            findings.notes.append(f"{path.name}: {quality}")
+    if len(members) > 1:
         # Ranks compared: host side in advisor.analyze.ranks.host, GPU side in advisor.analyze.ranks.gpu
-        rank_set = RankSet(views)
-        evidence = ", ".join(str(v.trace.path) for v in rank_set.views)
+        rank_set = RankSet(members)
+        evidence = ", ".join(str(p) for p in rank_set.paths)
         with analysing(evidence):
             findings.merge(run_analyzers(rank_set, "framework", evidence=evidence, scope="ranks"))
         findings.notes.append(
-            f"{len(views)} rank traces: the ranks.* facts compare them all; the other findings are for rank "
+            f"{len(members)} rank traces: the ranks.* facts compare them all; the other findings are for rank "
             f"{rank_set.ranks[rank_set.views.index(primary)]} ({primary.trace.path.name})"
         )
         if rank_set.numbered_by_order:
             findings.notes.append("the traces carry no distinct rank numbers, so ranks are numbered in file order")
     return findings
+
+
+def _about(member: Any) -> tuple[Path, dict[str, Any] | None, str | None]:
+    """A rank trace's file, its window (over the memory budget) and its data-quality note when material."""
+    from advisor.analyze.ranks.digest import RankDigest
+    from advisor.load.kineto_window import META_KEY
+
+    if isinstance(member, RankDigest):
+        return member.path, member.window, member.quality_note
+    trace = member.trace
+    return trace.path, trace.meta.get(META_KEY), trace.quality.note() if trace.quality.material else None
 
 
 def is_kernel_file(path: Path) -> bool:

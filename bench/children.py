@@ -5,7 +5,8 @@ process per measurement, so that the tools never share a heap and each
 process's peak RSS is its own (the parent reads it with ``os.wait4``).
 
 - ``advisor``: what ``advisor analyze TRACE`` does before it writes the run
-  directory: load, analyze, evaluate the rules (no reports rendered).
+  directory: load, analyze, evaluate the rules (no reports rendered). TRACE
+  may be a folder of rank traces (analysed as ``advisor analyze`` does).
 - ``hta``: Holistic Trace Analysis: ``TraceAnalysis`` on a folder holding
   only TRACE, then its temporal, idle-time and kernel breakdowns. Run it with
   HTA's interpreter.
@@ -37,6 +38,8 @@ def run_advisor(trace: Path) -> dict[str, float]:
     from advisor.engine.rulebook import RuleBook
     from advisor.pipeline import analyze_traces, diagnose_findings, load_traces
 
+    if trace.is_dir():
+        return _advisor_folder(trace, started)
     t0 = time.perf_counter()
     traces = load_traces([trace])
     t1 = time.perf_counter()
@@ -48,6 +51,24 @@ def run_advisor(trace: Path) -> dict[str, float]:
     return {"import_s": t0 - started, "load_s": t1 - t0, "analyze_s": t2 - t1, "rules_s": t3 - t2, "work_s": t3 - t0,
             "events": len(traces[0].events), "diagnoses": len(diagnosed.diagnoses),
             "window": window["note"] if window else None}
+
+
+def _advisor_folder(folder: Path, started: float) -> dict[str, float]:
+    """A folder of rank traces, as ``advisor analyze FOLDER`` analyses it (one trace per worker process, see
+    advisor/rank_files.py): load and analysis are one step, so ``load_s`` is the whole analysis."""
+    from advisor.engine.rulebook import RuleBook
+    from advisor.pipeline import analyze_trace_files, diagnose_findings, find_kineto_traces
+    from advisor.rank_files import worker_count
+
+    paths = find_kineto_traces(folder)
+    t0 = time.perf_counter()
+    findings = analyze_trace_files(paths)
+    t1 = time.perf_counter()
+    diagnosed = diagnose_findings(findings, RuleBook.load([]))
+    t2 = time.perf_counter()
+    return {"import_s": t0 - started, "load_s": t1 - t0, "analyze_s": t1 - t0, "rules_s": t2 - t1, "work_s": t2 - t0,
+            "events": None, "traces": len(paths), "workers": worker_count(paths),
+            "diagnoses": len(diagnosed.diagnoses), "window": None}
 
 
 def run_hta(trace: Path) -> dict[str, float]:

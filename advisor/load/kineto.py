@@ -68,7 +68,9 @@ How a trace is read: in pieces, never whole (:mod:`.json_stream` cuts the
 ``traceEvents`` array at event boundaries while it decompresses), each piece
 decoded by msgspec into only the fields above and turned into column chunks
 (:mod:`.kineto_pieces`); the chunks are joined and sorted at the end. Memory
-holds the tables plus one piece, whatever the file's size.
+holds the tables plus a few pieces, whatever the file's size. A big trace's
+pieces are decoded on helper processes too (:mod:`.kineto_parallel`), with
+the same tables.
 tests/load/kineto_reference.py is the plain form of the same rules (the
 whole document through ``orjson.loads``, a loop per column); the tables must
 equal its tables (values, dtypes, categories, row order) on every fixture trace,
@@ -254,28 +256,23 @@ def is_kineto_trace(path: Path) -> bool:
 
 
 def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | None = None,
-                args: Mapping[str, tuple[tuple[str, ...], str]] | None = None, window: Any = None) -> KinetoTrace:
+                args: Mapping[str, tuple[tuple[str, ...], str]] | None = None, window: Any = None,
+                helpers: int | None = None) -> KinetoTrace:
     """Load one Kineto trace (``.json`` or ``.json.gz``); ``on_progress(done, total)`` follows the file bytes read.
 
     ``args``: the ``args`` columns to read (default :data:`ARGS`; :data:`ALL_ARGS` adds :data:`EXTRA_ARGS`).
     ``window``: a :class:`~advisor.load.kineto_window.Window` (see :func:`~advisor.load.kineto_window.plan_window`):
     only the events that overlap it are kept, and ``meta`` records it under ``advisor_window``.
+    ``helpers``: processes that decode pieces beside this one (:mod:`.kineto_parallel`; default: by the trace's
+    size and the cores; 0: none). The tables are the same either way.
     """
-    from advisor.load.kineto_pieces import Columns
-
     path = Path(path)
-    columns = Columns(dict(ARGS if args is None else args), window)
     # Loading makes millions of short-lived objects and no reference cycles; the
     # cyclic GC would walk every live object again and again for nothing.
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        meta, pieces, whole = read_array(path, "traceEvents", columns.add_piece, on_progress=on_progress)
-        if pieces is None:
-            meta = _whole_document(path, whole, columns)
-        else:
-            for _ in pieces:
-                pass  # each piece lands in ``columns``; the keys after the array land in ``meta`` at the end
+        columns, meta = _read_columns(path, dict(ARGS if args is None else args), window, on_progress, helpers)
         meta_notes = check_meta(meta)
         _add_rank(meta)
         if window is not None:
@@ -298,6 +295,47 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
     finally:
         if gc_was_on:
             gc.enable()
+
+
+def _read_columns(path: Path, spec: dict[str, tuple[tuple[str, ...], str]], window: Any,
+                  on_progress: Callable[[int, int], None] | None, helpers: int | None) -> tuple[Any, dict[str, Any]]:
+    """The trace's column chunks and its other keys, read on helper processes when that pays (see ``helpers``)."""
+    from advisor.load.kineto_pieces import Columns
+
+    if helpers is None:
+        from advisor.load.kineto_parallel import helper_count
+        from advisor.load.kineto_window import json_size
+
+        helpers = 0 if window is not None else helper_count(path, json_size(path))
+    if helpers and window is None:
+        from advisor.load.kineto_parallel import HelperFoundMalformed, ParallelDecode
+
+        columns = Columns(spec)
+        decode = ParallelDecode(columns, helpers)
+        try:
+            meta = _stream(path, columns, decode, on_progress)
+            decode.finish()
+            return columns, meta
+        except HelperFoundMalformed:
+            pass  # read again serially: the stream recuts that piece exactly, or says where the JSON is broken
+        except TraceError:
+            if not decode.helper_found_malformed():  # else cut from a wrong place after a helper's piece: again
+                raise
+        finally:
+            decode.close()
+    columns = Columns(spec, window)
+    return columns, _stream(path, columns, columns.add_piece, on_progress)
+
+
+def _stream(path: Path, columns: Any, decode: Callable[[bytes], int],
+            on_progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    """Every piece of the ``traceEvents`` array through ``decode``; the document's other keys."""
+    meta, pieces, whole = read_array(path, "traceEvents", decode, on_progress=on_progress)
+    if pieces is None:
+        return _whole_document(path, whole, columns)
+    for _ in pieces:
+        pass  # each piece lands in ``columns``; the keys after the array land in ``meta`` at the end
+    return meta
 
 
 def _no_events(columns: Any, quality: DataQuality, events: pd.DataFrame) -> str:

@@ -199,10 +199,10 @@ class Columns:
         self.flow_cats: dict[str, int] = {}
         #: text column -> text -> code (the order of first appearance)
         self.texts: dict[str, dict[str, int]] = {c: {} for c, (_, kind) in args_spec.items() if kind == "str"}
-        self._seen = {"events": 0, "memory": 0, "flows": 0}
+        #: table -> the ts of its first BASE_SAMPLE events (None where not a number), for ``base_us``
+        self.sampled: dict[str, list[float | None]] = {"events": [], "memory": [], "flows": []}
         #: a chunk this long or shorter is a piece's own (not yet joined)
         self._small = 1 << 16
-        self._first_ts: list[float] = []
         #: kind -> complete events without ts (left out of the tables; see advisor.load.kineto_quality)
         self.missing_ts: dict[str, int] = {}
         #: trace events decoded (of any kind)
@@ -286,12 +286,11 @@ class Columns:
                     self.missing_ts[kind] = self.missing_ts.get(kind, 0) + 1
 
     def _sample_ts(self, table: str, group: list[Any]) -> None:
-        """Keep the numeric ts of the first BASE_SAMPLE events of each table (for ``base_us``)."""
-        take = BASE_SAMPLE - self._seen[table]
+        """Keep the ts of the first BASE_SAMPLE events of each table (for ``base_us``)."""
+        sampled = self.sampled[table]
+        take = BASE_SAMPLE - len(sampled)
         if take > 0 and group:
-            head = group[:take]
-            self._seen[table] += len(head)
-            self._first_ts.extend(e.ts for e in head if _is_num(e.ts))
+            sampled.extend(e.ts if _is_num(e.ts) else None for e in group[:take])
 
     @property
     def base_us(self) -> int:
@@ -300,7 +299,7 @@ class Columns:
         The earliest sampled start, of those near the sample's median: one absurd ``ts`` among the first
         events must not move the origin of all the others (it is left out as outside the span).
         """
-        sample = np.array(self._first_ts, dtype="float64")
+        sample = np.array([t for ts in self.sampled.values() for t in ts if t is not None], dtype="float64")
         sample = sample[np.isfinite(sample) & (np.abs(sample) < MAX_TS_US)]
         if not len(sample):
             return 0

@@ -51,10 +51,10 @@ def _framework_analyze(paths: Sequence[Path], run_meta: dict[str, Any], facts: M
                        collected: bool) -> Any:
     """The traces' findings, the ranks compared (:func:`advisor.pipeline.analyze_traces`), wherever the stage
     runs: collected by ``advisor diagnose``, given to ``advisor analyze``, or merged into a run."""
-    from advisor.pipeline import analyze_traces, load_collected_traces, load_traces
+    from advisor.pipeline import analyze_trace_files, analyze_traces, load_collected_traces
 
     if not collected:
-        return analyze_traces(load_traces(paths), run_meta)  # a file the user gave must be readable
+        return analyze_trace_files(paths, run_meta)  # a file the user gave must be readable
     traces, unreadable = load_collected_traces(paths)
     findings = analyze_traces(traces, run_meta)
     findings.notes.extend(unreadable)

@@ -26,6 +26,7 @@ from advisor.analyze.framework.gpu_time import busy_breakdown
 from advisor.analyze.framework.per_step import NS_PER_MS
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.ranks.comm import comm_overlap
+from advisor.analyze.ranks.digest import rank_part
 from advisor.analyze.ranks.rankset import RankSet
 from advisor.analyze.ranks.waits import matched_waits
 from advisor.analyze.registry import analyzer
@@ -51,6 +52,7 @@ PROVIDES = (
 )
 
 
+@rank_part("gpu_row")
 def rank_row(view: TraceView) -> dict[str, Any] | None:
     """One rank's GPU figures per step, or None when it has no GPU work in its window."""
     if not view.trace.has_gpu:
@@ -72,7 +74,7 @@ def rank_row(view: TraceView) -> dict[str, Any] | None:
 @analyzer("gpu_ranks", provides=PROVIDES, scope="ranks")
 def gpu_ranks(rank_set: RankSet) -> dict[str, Any]:
     """Compute imbalance, straggler and collective wait across ranks."""
-    rows = [r for r in (rank_row(v) for v in rank_set.views) if r is not None]
+    rows = [r for r in rank_set.part("gpu_row") if r is not None]
     if len(rows) < 2:
         return {"ranks.gpu.count": len(rows)}
     waits = matched_waits([r.pop("comm_ns_by_step") for r in rows], [r["comm_ms"] for r in rows])

@@ -31,12 +31,14 @@ from statistics import median
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from advisor.analyze import intervals
 from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.framework.per_step import NS_PER_MS
 from advisor.analyze.framework.phases import split_step
 from advisor.analyze.framework.view import TraceView
+from advisor.analyze.ranks.digest import rank_part
 from advisor.analyze.ranks.rankset import RankSet
 from advisor.analyze.ranks.waits import matched_waits
 from advisor.analyze.registry import analyzer
@@ -77,11 +79,20 @@ PROVIDES = (
 def collective_intervals(view: TraceView) -> tuple[np.ndarray, np.ndarray]:
     """Merged host intervals spent in collectives, over all threads of one trace."""
     e = view.events
-    # Names are matched within their category only: a regex over every event's name was most of this analyzer.
-    parts = [e[e["cat"] == cat] for cat in ("user_annotation", "cpu_op")]
-    sel = [p[p["name"].astype(str).str.match(pattern)] for p, pattern in zip(parts, (COLLECTIVE_RANGE, COLLECTIVE_OP))]
-    return intervals.union(np.concatenate([s["ts"].to_numpy() for s in sel]),
-                           np.concatenate([s["end"].to_numpy() for s in sel]))
+    is_range = (e["cat"] == "user_annotation").to_numpy() & _name_matches(e["name"], COLLECTIVE_RANGE)
+    is_op = (e["cat"] == "cpu_op").to_numpy() & _name_matches(e["name"], COLLECTIVE_OP)
+    sel = e[is_range | is_op]
+    return intervals.union(sel["ts"].to_numpy(), sel["end"].to_numpy())
+
+
+def _name_matches(names: pd.Series, pattern: re.Pattern[str]) -> np.ndarray:
+    """``pattern.match`` of every row's name, matched once per distinct name (a few hundred, for millions of
+    rows: the loader's name column is a Categorical)."""
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        return names.astype(str).str.match(pattern).to_numpy(dtype=bool)
+    labels = names.cat.categories
+    hit = np.fromiter((pattern.match(str(n)) is not None for n in labels), dtype=bool, count=len(labels))
+    return np.append(hit, False)[names.cat.codes.to_numpy()]  # code -1 (no name) matches nothing
 
 
 def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
@@ -135,6 +146,11 @@ def rank_figures(rank: int, view: TraceView) -> dict[str, Any]:
     }
 
 
+@rank_part("figures")
+def _figures(view: TraceView) -> dict[str, Any]:
+    """:func:`rank_figures` with rank -1: the rank set numbers the ranks (file order when the traces' repeat)."""
+    return rank_figures(-1, view)
+
 
 def _share(part: float, whole: float) -> float:
     """``part / whole`` within [0, 1]; 0 when there is no extra work to share."""
@@ -144,7 +160,7 @@ def _share(part: float, whole: float) -> float:
 @analyzer("ranks", needs=("ranks",), provides=PROVIDES, scope="ranks")
 def ranks(rank_set: RankSet) -> dict[str, Any]:
     """Compare the ranks: step times, the straggler, and the time the others wait for it in collectives."""
-    rows = [rank_figures(rank, view) for rank, view in rank_set]
+    rows = [{**figures, "rank": rank} for rank, figures in zip(rank_set.ranks, rank_set.part("figures"))]
     waits = matched_waits([r["collective_ns_by_step"] for r in rows], [r["collective_ms"] for r in rows])
     for r, wait_ms in zip(rows, waits):
         r["wait_ms"] = wait_ms

@@ -41,6 +41,7 @@ from advisor.analyze.findings import FactSpec, records
 from advisor.analyze.framework.per_step import NS_PER_MS
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.ranks.collectives import collective_kernels
+from advisor.analyze.ranks.digest import rank_part
 from advisor.analyze.ranks.rankset import RankSet
 from advisor.analyze.registry import analyzer
 
@@ -77,6 +78,7 @@ PROVIDES = (
 Key = tuple[int, str, int, int]
 
 
+@rank_part("keyed")
 def keyed_collectives(view: TraceView) -> dict[Key, tuple[int, int]]:
     """(step number, type, bytes, k-th of those in the step) -> (start, end) ns of one rank's collectives."""
     coll = collective_kernels(view)
@@ -137,7 +139,7 @@ def match_by_end(ref: dict[Key, tuple[int, int]], other: dict[Key, tuple[int, in
 @analyzer("rank_skew", needs=("ranks",), provides=PROVIDES, scope="ranks")
 def rank_skew(rank_set: RankSet) -> dict[str, Any]:
     """Collectives matched across ranks, split into waiting for the last rank and the exchange itself."""
-    keyed = [keyed_collectives(v) for v in rank_set.views]
+    keyed = rank_set.part("keyed")
     if sum(1 for k in keyed if k) < 2 or not all(keyed):
         return {}
     ranks = rank_set.ranks
