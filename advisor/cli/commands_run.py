@@ -101,6 +101,10 @@ def analyze(
 
     `advisor analyze RUN_DIR report.nsys-rep` adds a stage that was skipped (run by hand with
     the command the report gives) to that run, and writes its report again.
+
+    A folder of rank traces is read one trace per worker process ($ADVISOR_WORKERS, default: the cores; 1: all in
+    this process), and a large trace is decoded on the other cores too; $ADVISOR_MEMORY_MB (default 3072) bounds
+    the memory: a trace too big for it is analysed on a window of its steps.
     """
     from advisor.runs import analyze_files
 
