@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, get_args, get_origin
+from collections.abc import Callable
+from typing import Any, get_args, get_origin
 
 __all__ = ["NOT_PLAIN", "install", "plain_value"]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
+import yaml
 
 from advisor.engine import rule as plain, rulebook, schema
 from advisor.engine.rulebook import RuleBook, parse_rule_file
@@ -45,7 +47,7 @@ def test_a_second_process_builds_the_same_rules_without_checking_them(tmp_path: 
     assert all(type(r.rule) is plain.Rule for r in second.rules.values())
     # the built rules read as the pydantic models of the same files do
     for loaded in list(first.rules.values())[:10]:
-        model = schema.Rule.model_validate(__import__("yaml").safe_load(loaded.path.read_text()))
+        model = schema.Rule.model_validate(yaml.safe_load(loaded.path.read_text()))
         assert loaded.rule.base_severity == (model.severity if isinstance(model.severity, plain.Severity)
                                              else max((t.level for t in model.severity), key=lambda s: s.rank))
         assert loaded.rule.impact.ms_per_step == model.impact.ms_per_step
@@ -66,7 +68,7 @@ def test_a_bad_rule_fails_every_time(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_loading_cached_rules_imports_no_pydantic(tmp_path: Path) -> None:
     code = ("import sys\nfrom advisor.engine.rulebook import RuleBook\nb = RuleBook.load([], env=False)\n"
             "print(len(b.rules), 'pydantic' in sys.modules)\n")
-    env = {**__import__("os").environ, yaml_cache.CACHE_ENV: str(tmp_path)}
+    env = {**os.environ, yaml_cache.CACHE_ENV: str(tmp_path)}
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
             for _ in range(2)]
     assert runs[0].stdout.split()[1] == "True"  # the first process checked the files
