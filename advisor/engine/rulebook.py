@@ -13,7 +13,8 @@ A file's data is checked by the pydantic schema (:mod:`advisor.engine.schema`)
 and the engine gets the plain :class:`~advisor.engine.rule.Rule` built from it.
 A text that passed is kept, as that plain data, in advisor's cache folder
 (``rules-pyXY.marshal``, see :mod:`advisor.yamlio.yaml_cache`), keyed by the
-text together with the source of the schema and of the rule classes: reading
+text together with the source of the schema, of the rule classes and of the
+expression parser that the schema's checks use: reading
 the built-in rules back from it takes a few ms, where importing pydantic and
 checking them took 100-150 ms of every run. Only texts that passed are kept,
 so ``advisor rules lint`` always sees the problems.
@@ -184,16 +185,18 @@ def _check(data: dict[str, Any], path: Path, lines: LineMap) -> dict[str, Any]:
         raise _SchemaErrors([_error(err, path, lines) for err in exc.errors()]) from None
 
 
-#: the modules whose code decides whether a text passes and what it is read as
-_CHECKED_BY = ("schema.py", "rule.py")
+#: the modules whose code decides whether a text passes and what it is read as (with the expression parser's)
+_CHECKED_BY = ("engine/schema.py", "engine/rule.py", "expr/template.py")
 _key: list[bytes] = []
 
 
 def _schema_key() -> bytes:
     if not _key:
-        digest = hashlib.sha256()
+        from advisor.expr.tree_cache import parser_key
+
+        digest = hashlib.sha256(parser_key())
         for name in _CHECKED_BY:
-            digest.update(Path(__file__).with_name(name).read_bytes())
+            digest.update(Path(__file__).parent.parent.joinpath(name).read_bytes())
         _key.append(digest.digest())
     return _key[0]
 
