@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from advisor.engine.rulebook import RuleBook
-from advisor.engine.schema import SEVERITIES
+from advisor.engine.rule import SEVERITIES
 from advisor.errors import AdvisorError, UsageError
 from advisor.pipeline import Diagnosed, compare_kernel_reports, find_kineto_traces, load_kernel_reports, rediagnose
 from advisor.pipeline import Rendered, render_reports, save

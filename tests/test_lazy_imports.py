@@ -59,8 +59,13 @@ def test_analyze_still_renders_the_reports(tmp_path) -> None:  # noqa: ANN001
 
 #: what `advisor analyze` never imports: it reads files recorded elsewhere, and only a run of a script needs these
 NEVER_IN_ANALYZE = ("torch", "nvtx", "advisor.collect")
+#: what it imports only for what it has not seen before: pydantic checks a rule text not checked before
+#: (advisor.engine.rulebook keeps what passed), and typer's pydantic adapters are not used for plain values
+#: (advisor.cli.coercion)
+NEVER_IN_A_SECOND_ANALYZE = ("pydantic", "pydantic_core", "typer._adapters", "yaml", "advisor.engine.schema")
 #: what the help and the rule listing never import: the tables, the analyzers, the loaders and the report libraries
 NEVER_IN_HELP = ("pandas", "numpy", "jinja2", "markdown_it", "pygments", "networkx", "msgspec", "orjson", "torch",
+                 "typer._adapters",
                  "advisor.analyze", "advisor.load", "advisor.report.model", "advisor.report.render", "advisor.pipeline")
 
 
@@ -85,6 +90,17 @@ def test_analyze_never_imports_torch_nvtx_or_the_collectors(tmp_path, trace: str
     assert result.code == 0, result.stderr[-2000:]
     assert "advisor.analyze.registry" in names and "advisor.report.render" in names  # the list is the real one
     assert _matching(names, NEVER_IN_ANALYZE) == []
+    assert (tmp_path / "run" / "report.html").is_file()
+
+
+def test_a_second_analyze_imports_no_pydantic_or_yaml(tmp_path) -> None:  # noqa: ANN001
+    trace = str(fixture_path("kineto", "v100_resnet_single_rank.pt.trace.json.gz"))
+    run_cli("analyze", trace, "--out", str(tmp_path / "first"), "--quiet", cwd=tmp_path)  # fills the caches
+    names, result = _imported("analyze", trace, "--out", str(tmp_path / "run"), "--quiet", "--fail-on", "critical",
+                              cwd=tmp_path)
+    assert result.code == 0, result.stderr[-2000:]
+    assert "advisor.engine.rulebook" in names and "typer" in names  # the list is the real one
+    assert _matching(names, NEVER_IN_A_SECOND_ANALYZE) == []
     assert (tmp_path / "run" / "report.html").is_file()
 
 

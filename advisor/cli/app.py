@@ -22,11 +22,14 @@ from typing import Annotated, Any, NoReturn, Optional
 import typer
 
 from advisor import __version__
+from advisor.cli.coercion import install as _install_plain_coercion
 from advisor.errors import EXIT_INTERRUPTED, AdvisorError, Interrupted
 from advisor.messages import say
 
 __all__ = ["FailOnOption", "GpuSpecOption", "OutOption", "RulesOption", "SeverityLevel", "WorkflowOption", "app",
            "end_process", "err", "finish", "main", "run"]
+
+_install_plain_coercion()  # paths, numbers and enums parsed without pydantic (typer's adapters: 70-110 ms)
 
 app = typer.Typer(
     name="advisor",

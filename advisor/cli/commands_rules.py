@@ -66,7 +66,7 @@ def list_rules(
 ) -> None:
     """List the active rules (built-in and yours), with what overrides or disables what."""
     from advisor.engine.rulebook import RuleBook
-    from advisor.engine.schema import SEVERITIES, Severity
+    from advisor.engine.rule import SEVERITIES, Severity
 
     book = RuleBook.load(rules or [])
     shown = [("ID", "NAME", "STAGE", "SEVERITY", "STATUS", "FROM")]

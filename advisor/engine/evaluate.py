@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from advisor.engine.rulebook import LoadedRule
-from advisor.engine.schema import Rule, Severity
+from advisor.engine.rule import Rule, Severity
 from advisor.engine.story import refine, stages_of
 from advisor.errors import ExpressionError
 from advisor.expr.expression import Absent, Environment

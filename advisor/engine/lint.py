@@ -36,7 +36,7 @@ from typing import Any
 from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import all_specs
 from advisor.engine.rulebook import LoadedRule, parse_rule_file, rule_files, user_rule_dirs
-from advisor.engine.schema import REFINED_NAMES
+from advisor.engine.rule import REFINED_NAMES
 from advisor.engine.shapes import Catalog, Threshold, check_expression
 from advisor.errors import RuleError
 from advisor.expr.values import is_number

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from advisor.knowledge import Entry
 from advisor.engine.rulebook import LoadedRule
-from advisor.engine.schema import Rule, Severity
+from advisor.engine.rule import Rule, Severity
 
 __all__ = ["STAGE_TITLES", "render_index", "severity_text"]
 

@@ -8,11 +8,22 @@ rule with the same id replaces the earlier one; one with
 
 Every problem is a :class:`~advisor.errors.RuleError` that names the file,
 the line and the field.
+
+A file's data is checked by the pydantic schema (:mod:`advisor.engine.schema`)
+and the engine gets the plain :class:`~advisor.engine.rule.Rule` built from it.
+A text that passed is kept, as that plain data, in advisor's cache folder
+(``rules-pyXY.marshal``, see :mod:`advisor.yamlio.yaml_cache`), keyed by the
+text together with the source of the schema, of the rule classes and of the
+expression parser that the schema's checks use: reading
+the built-in rules back from it takes a few ms, where importing pydantic and
+checking them took 100-150 ms of every run. Only texts that passed are kept,
+so ``advisor rules lint`` always sees the problems.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 import re
 from collections.abc import Iterable
@@ -20,12 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from advisor.engine.schema import Impact, Rule, RuleTest, SeverityTier
+from advisor.engine.rule import Rule
 from advisor.errors import RuleError
 from advisor.resources import rules_dir
-from advisor.yamlio.safe_yaml import LineMap, load_yaml
+from advisor.yamlio.safe_yaml import LineMap, parse_yaml_cached, read_yaml_text
+from advisor.yamlio.yaml_cache import named_cache
 
 __all__ = ["ENV_VAR", "LoadedRule", "RuleBook", "load_rule_file", "parse_rule_file", "rule_files", "user_rule_dirs"]
 
@@ -142,16 +152,53 @@ def load_rule_file(path: Path, builtin: bool = False) -> LoadedRule:
 def parse_rule_file(path: Path, builtin: bool = False) -> tuple[LoadedRule | None, list[RuleError]]:
     """Read and validate one rule file, returning every schema problem (for lint), each with its line."""
     try:
-        data, lines = load_yaml(path)
+        text = read_yaml_text(path)
+        data, lines = parse_yaml_cached(text, path)
     except RuleError as exc:
         return None, [exc]
     if not isinstance(data, dict):
         return None, [RuleError(path, 1, "a rule file must be a YAML mapping with `id`, `name`, `when`, ...")]
     try:
-        rule = Rule.model_validate(data)
+        checked, _ = named_cache("rules", _schema_key()).get_or_parse(text, lambda: (_check(data, path, lines), {}))
+    except _SchemaErrors as exc:
+        return None, exc.errors
+    return LoadedRule(Rule.from_dict(checked), path, lines, builtin), []
+
+
+class _SchemaErrors(Exception):
+    """The schema's problems with one file, each as a RuleError (raised through the cache: nothing is kept)."""
+
+    def __init__(self, errors: list[RuleError]) -> None:
+        super().__init__(errors[0] if errors else "invalid rule")
+        self.errors = errors
+
+
+def _check(data: dict[str, Any], path: Path, lines: LineMap) -> dict[str, Any]:
+    """The schema's dump of a file's data; its problems raised as :class:`_SchemaErrors`."""
+    from pydantic import ValidationError  # here: a run whose rule texts were all checked before never needs it
+
+    from advisor.engine import schema
+
+    try:
+        return schema.dump(schema.Rule.model_validate(data))
     except ValidationError as exc:
-        return None, [_error(err, path, lines) for err in exc.errors()]
-    return LoadedRule(rule, path, lines, builtin), []
+        raise _SchemaErrors([_error(err, path, lines) for err in exc.errors()]) from None
+
+
+#: the modules whose code decides whether a text passes and what it is read as (with the expression parser's)
+_CHECKED_BY = ("engine/schema.py", "engine/rule.py", "expr/template.py")
+_key: list[bytes] = []
+
+
+def _schema_key() -> bytes:
+    if not _key:
+        from advisor.expr.tree_cache import parser_key
+
+        digest = hashlib.sha256(parser_key())
+        for name in _CHECKED_BY:
+            digest.update(Path(__file__).parent.parent.joinpath(name).read_bytes())
+        _key.append(digest.digest())
+    return _key[0]
 
 
 #: pydantic's names for union branches and validators, which are not part of a field's path
@@ -203,8 +250,10 @@ def _error(err: Any, path: Path, lines: LineMap) -> RuleError:
     return RuleError(path, lines.line(loc), text)
 
 
-def _model_at(loc: tuple[Any, ...]) -> type[BaseModel]:
+def _model_at(loc: tuple[Any, ...]) -> Any:
     """The schema model that holds the field at ``loc`` (for the list of known fields)."""
+    from advisor.engine.schema import Impact, Rule, RuleTest, SeverityTier
+
     if loc[:1] == ("impact",):
         return Impact
     if loc[:1] == ("tests",):

@@ -33,43 +33,32 @@ One rule per YAML file, ``rules/<stage>/<ID>-<name>.yaml``::
 Texts are templates: ``{{ expr }}`` is an expression of the rule language,
 formatted with ``ms()``, ``pct()``, ``num()`` or ``size()``. A user file with
 only ``id`` and ``status: disabled`` switches a built-in rule off.
+
+These pydantic models only check a file's data; the engine reads the plain
+:mod:`advisor.engine.rule` objects built from their dump, and data checked
+once is kept (see :mod:`advisor.engine.rulebook`), so pydantic is imported
+only for a rule text not seen before.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from enum import Enum
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
+from advisor.engine.rule import REFINED_NAMES, SEVERITIES, Severity
 from advisor.errors import ExpressionError
-from advisor.expr.expression import Expression, compile_expression
+from advisor.expr.expression import compile_expression
 from advisor.expr.template import Template
 
-__all__ = ["REFINED_NAMES", "SEVERITIES", "Impact", "Refinement", "Rule", "RuleTest", "Severity", "SeverityTier"]
+__all__ = ["REFINED_NAMES", "SEVERITIES", "Impact", "Refinement", "Rule", "RuleTest", "Severity", "SeverityTier",
+           "dump"]
 
 ID_PATTERN = re.compile(r"^[A-Z]{2,6}\d{3}$")
 URL_PATTERN = re.compile(r"^https?://\S+$")
 NAME_PATTERN = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
-#: a phase named as it is (no dot, so no fact): dataloader, forward, backward, optimizer, other
-PHASE_NAME = re.compile(r"^[a-z][a-z_]*$")
-
-
-class Severity(str, Enum):
-    info = "info"
-    low = "low"
-    medium = "medium"
-    high = "high"
-    critical = "critical"
-
-    @property
-    def rank(self) -> int:
-        return SEVERITIES.index(self.value)
-
-
-SEVERITIES = [s.value for s in Severity]
 
 
 def _expression(value: str) -> str:
@@ -101,12 +90,6 @@ class Impact(BaseModel):
 
     _check = field_validator("ms_per_step", "phase")(
         classmethod(lambda cls, v: None if v is None else _expression(v)))
-
-
-#: what a ``refines.when`` condition can read besides the facts: the refined diagnosis
-REFINED_NAMES = {"refined.phase": "the phase the refined diagnosis's gain comes from (its impact.phase)",
-                 "refined.rule_id": "the id of the refined diagnosis's rule",
-                 "refined.kernels": "the kernels the refined diagnosis names (its `kernels`: the trace's names)"}
 
 
 class Refinement(BaseModel):
@@ -158,7 +141,8 @@ SeveritySpec = Annotated[
 
 
 class Rule(BaseModel):
-    """A validated rule. Expressions are parsed on validation; see :meth:`compiled`."""
+    """A rule file's data, checked: expressions and templates are parsed on validation. The engine reads the
+    :class:`advisor.engine.rule.Rule` built from its :func:`dump`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -256,65 +240,18 @@ class Rule(BaseModel):
             raise ValueError(f"an enabled rule needs {', '.join(f'`{m}`' for m in missing)}")
         return self
 
-    # compiled parts, cached on first use ---------------------------------------
-    def compiled(self) -> CompiledRule:
-        cached = self.__dict__.get("_compiled")
-        if cached is None:
-            cached = CompiledRule(self)
-            self.__dict__["_compiled"] = cached
-        return cached
 
-    @property
-    def base_severity(self) -> Severity:
-        if isinstance(self.severity, Severity):
-            return self.severity
-        return max((t.level for t in self.severity), key=lambda s: s.rank)
+def dump(rule: Rule) -> dict[str, Any]:
+    """A validated rule as plain data (every field, enums as their values): what
+    :meth:`advisor.engine.rule.Rule.from_dict` builds the engine's rule from, and what the cache keeps."""
+    return _plain(rule.model_dump())
 
 
-class CompiledRule:
-    """The parsed expressions and templates of one rule."""
-
-    def __init__(self, rule: Rule) -> None:
-        self.when: Expression = compile_expression(rule.when)
-        self.impact: Expression | None = compile_expression(rule.impact.ms_per_step) if rule.impact else None
-        phase = rule.impact.phase if rule.impact else None
-        if phase and PHASE_NAME.match(phase):  # a bare name is the phase itself: `phase: dataloader`
-            phase = f'"{phase}"'
-        self.phase: Expression | None = compile_expression(phase) if phase else None
-        self.refines: list[Expression] = [compile_expression(r.when) for r in rule.refines]
-        self.evidence: Expression | None = compile_expression(rule.evidence) if rule.evidence else None
-        self.kernels: Expression | None = compile_expression(rule.kernels) if rule.kernels else None
-        self.tiers: list[tuple[Severity, Expression]] = (
-            [(t.level, compile_expression(t.when)) for t in rule.severity]
-            if isinstance(rule.severity, list) else []
-        )
-        self.texts: dict[str, Template] = {f: Template(getattr(rule, f)) for f in ("what", "where", "why", "fix")}
-
-    def expressions(self) -> Iterator[tuple[tuple[Any, ...], Expression]]:
-        """Every expression of the rule, with the path of the field that holds it (for lint messages)."""
-        yield ("when",), self.when
-        for i, (_, expr) in enumerate(self.tiers):
-            yield ("severity", i, "when"), expr
-        if self.impact is not None:
-            yield ("impact", "ms_per_step"), self.impact
-        if self.phase is not None:
-            yield ("impact", "phase"), self.phase
-        for i, expr in enumerate(self.refines):
-            yield ("refines", i, "when"), expr
-        if self.evidence is not None:
-            yield ("evidence",), self.evidence
-        if self.kernels is not None:
-            yield ("kernels",), self.kernels
-        for name, template in self.texts.items():
-            for expr in template.expressions():
-                yield (name,), expr
-
-    def references(self) -> set[str]:
-        """Every fact name the rule reads."""
-        names = set(self.when.references())
-        for expr in (self.impact, self.phase, self.evidence, self.kernels, *(e for _, e in self.tiers)):
-            if expr is not None:
-                names |= expr.references()
-        for template in self.texts.values():
-            names |= template.references()
-        return names
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

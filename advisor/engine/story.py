@@ -36,7 +36,7 @@ from advisor.expr.expression import Absent, Environment
 
 if TYPE_CHECKING:
     from advisor.engine.evaluate import Diagnosis, Outcome
-    from advisor.engine.schema import Rule
+    from advisor.engine.rule import Rule
 
 __all__ = ["STAGE_ORDER", "STAGE_TOOLS", "attach_files", "combined_gain", "fact_stage", "refine", "stages_of"]
 

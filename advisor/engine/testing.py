@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from advisor.engine.evaluate import evaluate_rule
 from advisor.engine.rulebook import LoadedRule
-from advisor.engine.schema import Rule, RuleTest
+from advisor.engine.rule import Rule, RuleTest
 from advisor.errors import ExpressionError
 from advisor.expr.expression import Absent, Environment
 

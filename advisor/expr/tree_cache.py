@@ -22,7 +22,7 @@ from advisor.expr import tree as tree_module
 from advisor.expr.tree import Node
 from advisor.yamlio.yaml_cache import named_cache
 
-__all__ = ["cached_tree"]
+__all__ = ["cached_tree", "parser_key"]
 
 #: the modules whose code decides what a source parses to and whether it passes
 _CHECKED_BY = ("syntax.py", "tree.py", "expression.py", "functions.py", "values.py", "tree_cache.py")
@@ -33,11 +33,12 @@ _key: list[bytes] = []
 
 def cached_tree(source: str, build: Callable[[], Node]) -> Node:
     """The checked tree of ``source``: from the cache, else ``build()`` (whose errors propagate), stored."""
-    data, _ = named_cache("expressions", _parser_key()).get_or_parse(source, lambda: (_encode(build()), {}))
+    data, _ = named_cache("expressions", parser_key()).get_or_parse(source, lambda: (_encode(build()), {}))
     return _decode(data)
 
 
-def _parser_key() -> bytes:
+def parser_key() -> bytes:
+    """A digest of the code that parses and checks expressions (what keys a checked result)."""
     if not _key:
         digest = hashlib.sha256()
         for name in _CHECKED_BY:

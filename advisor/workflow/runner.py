@@ -81,7 +81,10 @@ class StageRunner:
         self._diagnose = diagnose
         self.stopped_early = stopped_early
         self.hooks = hooks or StageHooks()
-        self.diagnosed = diagnose(findings, stopped_early)
+        # the rules over the findings it starts with, evaluated when first read: `advisor analyze` starts with
+        # none and replaces them before any guard reads them (56 rules evaluated for nothing: 10-20 ms)
+        self._diagnosed: Any = None
+        self._initial_stopped_early = stopped_early
         self.config = config
         self.run_meta = dict(run_meta or {})
         self.online = online
@@ -93,6 +96,17 @@ class StageRunner:
         self.progress = progress
         self.ran: list[str] = []
         self.stages = registered_stages()
+
+    @property
+    def diagnosed(self) -> Any:
+        """The rules evaluated over :attr:`findings` as the last stage left them (or as they were given)."""
+        if self._diagnosed is None:
+            self._diagnosed = self._diagnose(self.findings, self._initial_stopped_early)
+        return self._diagnosed
+
+    @diagnosed.setter
+    def diagnosed(self, value: Any) -> None:
+        self._diagnosed = value
 
     # the walk's callbacks -------------------------------------------------------------
     def state(self) -> dict[str, Any]:

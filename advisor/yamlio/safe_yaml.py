@@ -29,7 +29,7 @@ from advisor.yamlio.yaml_cache import shared_cache
 if TYPE_CHECKING:
     import yaml
 
-__all__ = ["LineMap", "load_yaml", "parse_yaml", "parse_yaml_cached"]
+__all__ = ["LineMap", "load_yaml", "parse_yaml", "parse_yaml_cached", "read_yaml_text"]
 
 MAX_BYTES = 256 * 1024
 MAX_NODES = 20_000
@@ -53,6 +53,11 @@ class LineMap:
 
 def load_yaml(path: Path) -> tuple[Any, LineMap]:
     """The data and line map of a rule or workflow file; a file parsed before comes from the cache."""
+    return parse_yaml_cached(read_yaml_text(path), path)
+
+
+def read_yaml_text(path: Path) -> str:
+    """The text of a rule or workflow file; a missing, oversized or non-UTF-8 file is a RuleError."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -63,7 +68,7 @@ def load_yaml(path: Path) -> tuple[Any, LineMap]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise RuleError(path, None, "is not UTF-8 text") from None
-    return parse_yaml_cached(text, path)
+    return text
 
 
 def parse_yaml_cached(text: str, path: Path | None = None) -> tuple[Any, LineMap]:

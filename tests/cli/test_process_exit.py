@@ -28,7 +28,7 @@ def test_exit_hooks_run_and_output_is_flushed(tmp_path: Path) -> None:
     assert proc.stdout.rstrip().endswith(str(tmp_path / "run" / "report.html"))  # the card's last line came out
     saved = {p.name.split("-py")[0] for p in cache.glob("*.marshal")}
     # every cache the run filled was written by its exit hook
-    assert saved == {"yaml", "expressions", "gpu-specs", "highlight", "markdown"}
+    assert saved == {"yaml", "rules", "expressions", "gpu-specs", "highlight", "markdown"}
 
 
 def test_exit_codes_are_kept(tmp_path: Path) -> None:
