@@ -22,8 +22,7 @@ Definitional differences, checked as such rather than skipped:
 
 from __future__ import annotations
 
-import ast
-import csv
+import importlib.util
 import json
 import math
 from collections import defaultdict
@@ -38,37 +37,20 @@ from advisor.analyze.framework.roofline import efficiency_frame, device_spec, ro
 from advisor.analyze.framework.view import TraceView
 from advisor.load.kineto import load_kineto
 
-PEER_CSVS = ("GEMM.csv", "SDPA_fwd.csv", "CONV_fwd.csv", "CONV_bwd.csv", "Normalization.csv")
+
+def _load_script(name: str):  # noqa: ANN202 - a module
+    """A bench script as a module: the TraceLens CSV reader lives there, for the per-category table too."""
+    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TRACELENS = _load_script("tracelens_compare")
 FOLDERS = ("gaunernst_bert-small-uncased__1016001", "Qwen_Qwen1.5-0.5B-Chat__1016005",
            "Falconsai_nsfw_image_detection__1016002", "facebook_timesformer-base-finetuned-k400__1016002",
            "google_owlv2-large-patch14-ensemble__1016001", "resnet_act_checkpoint")
-COMPOSITE = {"aten::layer_norm", "aten::batch_norm"}
-
-
-def _json(text: str) -> str:
-    """A CSV cell (Python literal) as the trace's compact JSON text."""
-    return json.dumps(ast.literal_eval(text), separators=(",", ":"), ensure_ascii=False)
-
-
-def _peer_rows(folder: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """TraceLens's rows summed per (name, dims, concrete inputs)."""
-    out: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(lambda: {"us": 0.0, "calls": 0})
-    for name in PEER_CSVS:
-        path = folder / name
-        if not path.exists():
-            continue
-        with path.open(newline="") as f:
-            for r in csv.DictReader(f):
-                row = out[(r["name"], _json(r["Input Dims_first"]), _json(r["Concrete Inputs_first"]))]
-                row["us"] += float(r["Kernel Time (µs)_sum"])
-                row["calls"] += int(r["name_count"])
-                row["flops"] = float(r["GFLOPS_first"]) * 1e9
-                row["bytes"] = float(r["Data Moved (MB)_first"]) * 2**20
-    return dict(out)
-
-
-def _masked_conv_bwd(op: str, concrete: str) -> bool:
-    return op == "aten::convolution_backward" and json.loads(concrete)[10].startswith("[False")
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +68,8 @@ def compared(views: dict[str, TraceView]) -> list[dict[str, Any]]:
         spec, _ = device_spec(view)
         table = efficiency_frame(view, spec, view.gpu.ops)
         ours = {(r.op, r.shape, r.concrete): r for r in table.itertuples()}
-        for key, peer in _peer_rows(folder).items():
-            if key[0] in COMPOSITE:
+        for key, peer in TRACELENS.peer_rows(folder).items():
+            if key[0] in TRACELENS.COMPOSITE:
                 continue
             out.append({"trace": name, "key": key, "peer": peer, "ours": ours.get(key)})
     return out
@@ -113,14 +95,14 @@ def test_flops_bytes_and_tflops_match_the_peer(compared: list[dict[str, Any]]) -
     categories: dict[str, int] = defaultdict(int)
     for r in compared:
         o, p = r["ours"], r["peer"]
-        factor = 0.5 if _masked_conv_bwd(o.op, o.concrete) else 1.0
+        factor = 0.5 if TRACELENS.masked_conv_bwd(o.op, o.concrete) else 1.0
         peer_tflops = p["flops"] * p["calls"] / (p["us"] * 1e-6) / 1e12
         assert _rel(o.flops, factor * p["flops"]) < 0.01, r["key"][:2]
         assert _rel(o.bytes, factor * p["bytes"]) < 0.01, r["key"][:2]
         assert _rel(o.tflops_s, factor * peer_tflops) < 0.02, r["key"][:2]
         categories[o.category] += 1
     assert set(categories) == {"GEMM", "SDPA_fwd", "CONV_fwd", "CONV_bwd", "NORM_fwd", "NORM_bwd"}
-    assert sum(_masked_conv_bwd(r["ours"].op, r["ours"].concrete) for r in compared) == 1
+    assert sum(TRACELENS.masked_conv_bwd(r["ours"].op, r["ours"].concrete) for r in compared) == 1
 
 
 @pytest.fixture(scope="module")
@@ -333,12 +315,7 @@ def test_a_template_kernel_with_flops_is_bounded_by_the_matrix_peak() -> None:
 def test_the_per_category_comparison_script_agrees_with_the_limits() -> None:
     """bench/tracelens_compare.py prints the per-category table of issue 18's closing note: it must show every
     category of the peer's CSVs within the issue's limits (1% FLOPs and bytes, 2% TFLOP/s), no row missing."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parents[2] / "bench" / "tracelens_compare.py"
-    spec = importlib.util.spec_from_file_location("tracelens_compare", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = TRACELENS
     folders = [fixture_path("tracelens", "mi300x", name) for name in FOLDERS]
     table = {t["category"]: t for t in script.by_category(script.compare(folders))}
     assert "(missing)" not in table
