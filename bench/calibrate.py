@@ -3,8 +3,9 @@
     PYTHONPATH=$PWD python bench/calibrate.py [--repeat 3] [--only python_loop.py] [--json cal.json]
 
 For every row of ``examples/calibration.yaml`` (an example with a planted
-bottleneck, the rule that must fire on it, the arguments of its fixed twin and
-any extra ``advisor diagnose`` options), and ``--repeat`` times over: run
+bottleneck, the rule that must fire on it, the arguments of its fixed twin,
+any extra ``advisor diagnose`` options and any environment both runs need),
+and ``--repeat`` times over: run
 ``advisor diagnose --no-escalate`` on the slow example, then on the fixed twin
 with the same options, then ``advisor compare`` on the pair. Per row it
 prints whether the rule fired on every slow run and stayed quiet on every
@@ -73,14 +74,18 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
             if not isinstance(value, list):
                 raise SystemExit(f"{path}: row {i} ({row['example']}): `{key}` must be a list of arguments")
             row[key] = [str(v) for v in value]
+        env = row.get("env") or {}
+        if not isinstance(env, dict):
+            raise SystemExit(f"{path}: row {i} ({row['example']}): `env` must map variable names to values")
+        row["env"] = {str(k): str(v) for k, v in env.items()}
         if not (EXAMPLES / row["example"]).is_file():
             raise SystemExit(f"{path}: row {i}: examples/{row['example']} does not exist")
         out.append(row)
     return out
 
 
-def _advisor(*args: str, log: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def _advisor(*args: str, log: Path, env: dict[str, str] | None = None) -> None:
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with log.open("a") as out:
         proc = subprocess.run([sys.executable, "-m", "advisor", *args], cwd=REPO, env=env, stdout=out,
                               stderr=subprocess.STDOUT)
@@ -100,8 +105,8 @@ def run_pair(row: dict[str, Any], folder: Path, extra: list[str]) -> dict[str, A
     script = str(EXAMPLES / row["example"])
     options = ["--no-escalate", "-q", *extra, *row["diagnose_args"]]
     slow, fixed, compared = folder / "slow", folder / "fixed", folder / "compare"
-    _advisor("diagnose", script, *options, "--out", str(slow), log=log)
-    _advisor("diagnose", script, *options, "--out", str(fixed), "--", *row["fixed_args"], log=log)
+    _advisor("diagnose", script, *options, "--out", str(slow), log=log, env=row["env"])
+    _advisor("diagnose", script, *options, "--out", str(fixed), "--", *row["fixed_args"], log=log, env=row["env"])
     _advisor("compare", str(slow), str(fixed), "-q", "--out", str(compared), log=log)
     data = json.loads((compared / "compare.json").read_text())
     rule = row["rule"]
@@ -172,18 +177,20 @@ def main() -> None:
                         help="OMP_NUM_THREADS for every run (examples that set their own threads keep theirs): one "
                              "thread keeps a busy machine's scheduler out of the figures, as parallel operators "
                              "on a shared core wait for a descheduled thread at every barrier")
+    parser.add_argument("--table", type=Path, default=TABLE,
+                        help="the calibration table (default examples/calibration.yaml)")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--out", type=Path, help="folder for the runs (default bench/out/calibrate-<time>)")
     args = parser.parse_args()
     threads = str(args.threads) if args.threads else os.environ.get("OMP_NUM_THREADS")
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = threads  # every run's environment is this one's
-    rows = read_rows(TABLE)
+    rows = read_rows(args.table)
     if args.only:
         wanted = {name if name.endswith(".py") else name + ".py" for name in args.only}
         unknown = wanted - {r["example"] for r in rows}
         if unknown:
-            raise SystemExit(f"{TABLE}: no row for {', '.join(sorted(unknown))}")
+            raise SystemExit(f"{args.table}: no row for {', '.join(sorted(unknown))}")
         rows = [r for r in rows if r["example"] in wanted]
     out = args.out or HERE / "out" / f"calibrate-{time.strftime('%Y%m%d-%H%M%S')}"
     extra = ["--active", str(args.active)] if args.active else []
@@ -192,7 +199,9 @@ def main() -> None:
           + (f"; OMP_NUM_THREADS={threads}" if threads else ""))
     results = []
     for row in rows:
-        print(f"\n{row['example']} ({row['rule']}; fixed: {' '.join(row['fixed_args']) or 'no arguments'})")
+        env = " ".join(f"{k}={v}" for k, v in row["env"].items())
+        print(f"\n{row['example']} ({row['rule']}; fixed: {' '.join(row['fixed_args']) or 'no arguments'}"
+              + (f"; both runs with {env}" if env else "") + ")")
         pairs = []
         for n in range(1, args.repeat + 1):
             pairs.append(run_pair(row, out / Path(row["example"]).stem / f"pair{n}", extra))

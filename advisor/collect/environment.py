@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +117,47 @@ def thread_settings() -> dict[str, Any]:
     if torch.is_anomaly_enabled():
         probes["anomaly_node"] = _anomaly_node(torch)
     settings = {**_threads(torch), "dataloader_workers": len(pids), "load_average": _load_average(),
-                "debug": debug_settings(), **{k: v for k, v in probes.items() if v is not None}}
+                "debug": debug_settings(), "allocator": allocator_settings(),
+                **{k: v for k, v in probes.items() if v is not None}}
     for what, where in host_hooks.CALLED_AT.items():
         settings[f"{what}_at"] = list(where)
     return settings
+
+
+#: host allocators that keep freed memory in the process for the next allocation (as opposed to glibc's
+#: malloc, which unmaps or trims large freed blocks, so that the next step faults them in again)
+_CACHING_ALLOCATORS = ("jemalloc", "tcmalloc", "mimalloc")
+#: glibc keeps large freed blocks only when both thresholds are fixed (setting them turns off its dynamic
+#: threshold, which follows the sizes freed and trims the heap above twice the largest)
+_GLIBC_KEEP_VARS = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
+_GLIBC_KEEP_TUNABLES = ("glibc.malloc.trim_threshold", "glibc.malloc.mmap_threshold")
+
+
+def allocator_settings(maps: str | None = None, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The host allocator of this process, and whether it keeps freed memory for the next allocation.
+
+    ``name``: jemalloc, tcmalloc or mimalloc when one is loaded (preloaded or linked), else glibc;
+    ``keeps_freed_memory``: true for those, and for glibc with both thresholds fixed by variable or tunable;
+    ``how``: what was seen, in words. ``maps`` (``/proc/self/maps``) and ``environ`` are for tests.
+    """
+    env = os.environ if environ is None else environ
+    if maps is None:
+        try:
+            maps = Path("/proc/self/maps").read_text()
+        except OSError:
+            maps = ""
+    libraries = {Path(line.split()[-1]).name for line in maps.splitlines() if "/" in line}
+    for name in _CACHING_ALLOCATORS:
+        if any(lib.startswith(f"lib{name}") for lib in libraries):
+            return {"name": name, "keeps_freed_memory": True, "how": f"lib{name} is loaded"}
+    tunables = env.get("GLIBC_TUNABLES", "")
+    fixed = [v for v in _GLIBC_KEEP_VARS if env.get(v)]
+    fixed_tunables = [t for t in _GLIBC_KEEP_TUNABLES if t + "=" in tunables]
+    if len(fixed) == len(_GLIBC_KEEP_VARS) or len(fixed_tunables) == len(_GLIBC_KEEP_TUNABLES):
+        how = " and ".join(fixed) if len(fixed) == len(_GLIBC_KEEP_VARS) else " and ".join(fixed_tunables)
+        return {"name": "glibc", "keeps_freed_memory": True, "how": f"glibc malloc with {how} set"}
+    return {"name": "glibc", "keeps_freed_memory": False,
+            "how": "glibc malloc with its dynamic thresholds: large freed blocks go back to the system"}
 
 
 def _load_average() -> float | None:

@@ -81,6 +81,11 @@ THREAD_FACTS = (
     FactSpec("host.pool_wait_share", "fraction", "pool_wait_ms as a share of the step"),
     FactSpec("host.threads_text", "text", "the thread settings in words (threads, ranks, workers, cores)"),
     FactSpec("host.threads_site", "text", "the user's line that last called torch.set_num_threads"),
+    FactSpec("host.allocator", "text", "the training process's host allocator: glibc, jemalloc, tcmalloc or mimalloc"),
+    FactSpec("host.allocator_keeps_memory", "bool", "whether that allocator keeps freed memory for the next "
+             "allocation (jemalloc, tcmalloc, mimalloc, or glibc with MALLOC_TRIM_THRESHOLD_ and "
+             "MALLOC_MMAP_THRESHOLD_ set); glibc's defaults give large freed blocks back to the system"),
+    FactSpec("host.allocator_text", "text", "what was seen of the allocator, in words"),
 )
 
 DEBUG_FACTS = (
@@ -155,6 +160,11 @@ def host_threads(view: TraceView) -> dict[str, Any]:
         "host.threads_text": _threads_text(int(threads), ranks, workers, wanted, int(cores)),
     }
     out["host.threads_site"] = _called_at(view, "set_num_threads_at")
+    allocator = at.get("allocator")
+    if isinstance(allocator, dict):
+        out.update({"host.allocator": allocator.get("name"),
+                    "host.allocator_keeps_memory": bool(allocator.get("keeps_freed_memory")),
+                    "host.allocator_text": allocator.get("how")})
     probes = list(_ranges_ms(view, POOL_PROBE_RANGE))
     if _number(at.get("parallel_region_us")) is not None:
         probes.append(float(at["parallel_region_us"]) / 1e3)

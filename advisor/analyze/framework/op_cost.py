@@ -55,7 +55,11 @@ class OpRows:
 
 
 def op_rows(view: TraceView) -> OpRows:
-    return OpRows(view)
+    """The view's :class:`OpRows`, built once: six analyzers read them, and each build walks every host row."""
+    rows = view.__dict__.get("_op_rows")
+    if rows is None:
+        rows = view.__dict__["_op_rows"] = OpRows(view)
+    return rows
 
 
 def cost_basis(view: TraceView) -> str:
