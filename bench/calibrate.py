@@ -25,7 +25,12 @@ process, so the step gains less than the wait fell), and a rule that reads a
 table (CPU001) points at no single fact.
 
 Medians over the pairs are reported; the error is (median estimate - median
-measured) / median measured. Not part of the test suite: it takes minutes, and
+measured) / median measured. Beside it, *bare*: the same without the
+profiler, from the steps each run timed after its window (``compare.json``
+``step.unprofiled``), the estimate taken as the same share of the slow run's
+unprofiled step. The profiler's own cost grows with the operators a step
+records, so it inflates a slow version with more operators more than its
+fix, and the two gains can differ. Not part of the test suite: it takes minutes, and
 figures taken on a busy machine are noisy (it prints the load average).
 """
 
@@ -111,6 +116,7 @@ def run_pair(row: dict[str, Any], folder: Path, extra: list[str]) -> dict[str, A
     data = json.loads((compared / "compare.json").read_text())
     rule = row["rule"]
     gain = next((g for g in data["gains"] if g["rule_id"] == rule), None)
+    bare = data["step"].get("unprofiled") or {}
     fixed_diagnoses = _diagnoses(fixed)
     return {
         "folder": str(folder), "fired": gain is not None, "quiet_after": rule not in fixed_diagnoses,
@@ -120,6 +126,13 @@ def run_pair(row: dict[str, Any], folder: Path, extra: list[str]) -> dict[str, A
         "target": gain["target"]["fact"] if gain and gain["target"] else None,
         "target_gain_ms": gain["target_gain_ms"] if gain else None,
         "significant": data["step"]["significant"],
+        # without the profiler: the steps each run timed after its window, and the estimate as the same share
+        # of the slow run's unprofiled step
+        "bare_step_ms": [bare.get("a"), bare.get("b")],
+        "bare_gain_ms": -bare["delta"] if bare.get("delta") is not None else None,
+        "bare_estimate_ms": (gain["estimate_ms"] * bare["a"] / data["step"]["a"]
+                             if gain and gain["estimate_ms"] is not None and bare.get("a") and data["step"]["a"]
+                             else None),
     }
 
 
@@ -137,8 +150,13 @@ def summarise(row: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any
     # Firing again after the fix is reported, not failed: the fixed twin may still hold a smaller problem of
     # the same kind (a fused optimizer over 800 tiny tensors is still most of a tiny model's step).
     ok = fired and error is not None and abs(error) <= TOLERANCE
+    bare_estimate = _median([p.get("bare_estimate_ms") for p in pairs])
+    bare_measured = _median([p.get("bare_gain_ms") for p in pairs])
+    bare_error = ((bare_estimate - bare_measured) / bare_measured
+                  if bare_estimate is not None and bare_measured else None)
     return {"example": row["example"], "rule": row["rule"], "pairs": pairs, "fired": fired, "quiet_after": quiet,
             "estimate_ms": estimate, "measured_ms": measured,
+            "bare_estimate_ms": bare_estimate, "bare_measured_ms": bare_measured, "bare_error": bare_error,
             "target": next((p["target"] for p in pairs if p["target"]), None),
             "target_gain_ms": _median([p["target_gain_ms"] for p in pairs]),
             "error": error, "result": "PASS" if ok else "FAIL"}
@@ -154,18 +172,26 @@ def print_pair(n: int, pair: dict[str, Any]) -> None:
           f"{_ms(pair['step_gain_ms'])}" + (f", {pair['target']} fell {_ms(pair['target_gain_ms'])}"
                                            if pair["target"] else "")
           + ("" if pair["fired"] else ", rule did NOT fire") + ("" if pair["quiet_after"] else ", fired after fix"))
+    if pair.get("bare_gain_ms") is not None:
+        c, d = pair["bare_step_ms"]
+        print(f"            without the profiler {_ms(c)} -> {_ms(d)} ms, estimated {_ms(pair['bare_estimate_ms'])}, "
+              f"measured {_ms(pair['bare_gain_ms'])}")
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
     print(f"\n{'example':<22} {'rule':<7} {'fired':<6} {'quiet':<6} {'est ms':>8} {'meas ms':>8} "
-          f"{'target ms':>9} {'error':>7}  result")
+          f"{'target ms':>9} {'error':>7}  result  {'bare est':>8} {'bare ms':>8} {'error':>7}")
     for r in results:
         error = f"{r['error']:+7.0%}" if r["error"] is not None else "    n/a"
+        bare = f"{r['bare_error']:+7.0%}" if r.get("bare_error") is not None else "    n/a"
         print(f"{r['example']:<22} {r['rule']:<7} {str(r['fired']).lower():<6} {str(r['quiet_after']).lower():<6} "
-              f"{_ms(r['estimate_ms'])} {_ms(r['measured_ms'])} {_ms(r['target_gain_ms']):>9} {error}  {r['result']}")
+              f"{_ms(r['estimate_ms'])} {_ms(r['measured_ms'])} {_ms(r['target_gain_ms']):>9} {error}  "
+              f"{r['result']:<6}  {_ms(r.get('bare_estimate_ms'))} {_ms(r.get('bare_measured_ms'))} {bare}")
     print(f"(medians of the pairs; measured = fall of the mean step time; target = fall of the time the diagnosis "
           f"pointed at, where compare names one; quiet = the rule did not fire on any fixed run; PASS: fired on "
-          f"every slow run and within +-{TOLERANCE:.0%})")
+          f"every slow run and within +-{TOLERANCE:.0%}. bare = without the profiler: the median of the steps each "
+          f"run timed after its window, and the estimate as the same share of the slow run's unprofiled step; "
+          f"shown beside, not judged)")
 
 
 def main() -> None:

@@ -30,7 +30,9 @@ def diagnose(
     out: OutOption = None,
     wait: Annotated[int, typer.Option(min=0, help="Steps to skip before profiling (start-up, autotuning).")] = 5,
     warmup: Annotated[int, typer.Option(min=0, help="Steps run with the profiler warming up, not recorded.")] = 3,
-    active: Annotated[int, typer.Option(min=1, help="Steps recorded and analysed.")] = 5,
+    active: Annotated[int, typer.Option(min=1, help=(
+        "Steps recorded and analysed; as many again then run without the profiler, timed (at most as long "
+        "again), to say what profiling added."))] = 5,
     steps: Annotated[StepMethod, typer.Option(
         "--steps", help="How a step is recognised: optimizer.step(), DataLoader batches, calls of the model "
                         "(inference: under no_grad or in eval mode), or a time window; auto tries them in that order.")] = StepMethod.auto,

@@ -25,8 +25,11 @@ A method found first gives way to one higher in the list when it appears
 
 The schedule is torch.profiler's: ``wait`` steps are skipped, ``warmup``
 steps run with the profiler prepared and the labels on, ``active`` steps are
-recorded. When the last active step ends the backend writes its output and
-the driver calls ``on_done`` (which normally stops the script). When the
+recorded. When the last active step ends the backend writes its output; as
+many steps again then run without the profiler, the labels or the source
+marker, timed (``unprofiled_step_ms``, at most as long again as the window
+took): what the profiler added to the recorded steps is said, not guessed.
+Then the driver calls ``on_done`` (which normally stops the script). When the
 script ends inside the window, :meth:`StepDriver.stop_early` keeps what was
 recorded and marks the unfinished step with :data:`advisor.naming.PARTIAL_STEP`.
 The backends that record are in :mod:`advisor.collect.backends`.
@@ -58,6 +61,9 @@ from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_gra
 from advisor.collect.source_marker import SourceMarker
 
 __all__ = ["StepDriver"]
+
+#: the shortest time the steps after the window are timed for, however short the window was (seconds)
+_TAIL_MIN_S = 1.0
 
 
 class StepDriver:
@@ -99,6 +105,10 @@ class StepDriver:
         self._module_hooks: list[Any] = []
         self._undo: list[Callable[[], None]] = []
         self._clock: _WindowClock | None = None
+        #: wall time of each step after the window, run without the profiler, the labels or the source marker
+        #: (the same number of steps as the window, at most as long again as it took)
+        self.unprofiled_step_ms: list[float] = []
+        self._capture_started = self._tail_start = self._tail_mark = self._window_s = 0.0
 
     # lifecycle -------------------------------------------------------------------
     def attach(self) -> None:
@@ -143,6 +153,8 @@ class StepDriver:
             self.state = "done"
             self._instrument(False)
             return True
+        if self.state == "tail":  # the window is saved; the unprofiled steps timed so far are kept
+            self.state = "done"
         self._instrument(False)
         return False
 
@@ -228,7 +240,14 @@ class StepDriver:
             return "warmup"
         if step < c.wait + c.warmup + c.active:
             return "active"
+        if step < c.wait + c.warmup + 2 * c.active and self._times_tail():
+            return "tail"
         return "done"
+
+    def _times_tail(self) -> bool:
+        """Whether the steps after the window are timed without the profiler: Kineto windows of steps only (a
+        time window has no steps to time, and under nsys or ncu the outer tool is still attached)."""
+        return self.cfg.mode == "kineto" and self.method != "time"
 
     def _boundary(self) -> None:
         self.step += 1  # counted after the window too, for the run's metadata (--run-to-end)
@@ -237,6 +256,13 @@ class StepDriver:
         if self.step == 1:
             self._note_first_step()
         new = self._state_of(self.step)
+        if self.state == "tail":
+            now = time.perf_counter()
+            self.unprofiled_step_ms.append(round((now - self._tail_mark) * 1e3, 3))
+            self._tail_mark = now
+            # At most as long again as the window took: a slow step is not repeated for minutes.
+            if now - self._tail_start >= max(_TAIL_MIN_S, self._window_s):
+                new = "done"
         if new == self.state:
             if new == "active":
                 self.backend.next_step(self.step)
@@ -256,13 +282,20 @@ class StepDriver:
             self.capture_threads = thread_settings()
             self.backend.start(self.step)
             self.timings["capture_start"] = self._now()
+            self._capture_started = time.perf_counter()
+        if new in ("tail", "done") and old == "active":
+            self._stop_clock()
+            with _signals_held(self.cfg.mode == "kineto"):
+                self.backend.stop()
+            self.recorded = "complete"
+            self.timings["capture_end"] = self._now()
+            self._instrument(False)
+        if new == "tail":
+            # Timed from here, after the trace is written: the next steps run as they would without us.
+            self._tail_start = self._tail_mark = time.perf_counter()
+            self._window_s = self._tail_start - self._capture_started
         if new == "done":
             self._stop_clock()
-            if old == "active":
-                with _signals_held(self.cfg.mode == "kineto"):
-                    self.backend.stop()
-                self.recorded = "complete"
-                self.timings["capture_end"] = self._now()
             self._instrument(False)
             self.on_done()
 

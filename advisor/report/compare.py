@@ -81,6 +81,9 @@ def _step(fa: Mapping[str, Any], fb: Mapping[str, Any]) -> dict[str, Any]:
     error = _noise(_step_times(fa), _step_times(fb))
     out["noise_ms"] = error
     out["significant"] = None if error is None or out["delta"] is None else abs(out["delta"]) > NOISE_SIGMAS * error
+    # The steps each run timed after its window without the profiler: what the change gives a run that is
+    # not being profiled (the profiler's own cost grows with the operators a step records).
+    out["unprofiled"] = _change(fa.get("steps.unprofiled_ms"), fb.get("steps.unprofiled_ms"))
     return out
 
 
@@ -185,7 +188,11 @@ def _headline(step: Mapping[str, Any], gains: Sequence[Mapping[str, Any]], new: 
     else:
         word = "faster" if step["delta"] < 0 else "slower"
         text = (f"Step {fmt_ms(step['a'])} → {fmt_ms(step['b'])} ({fmt_pct(abs(step['ratio'] or 0.0))} {word}"
-                + (f", {step['speedup']:.2f}x" if step["speedup"] and step["delta"] < 0 else "") + ").")
+                + (f", {step['speedup']:.2f}x" if step["speedup"] and step["delta"] < 0 else "") + ")")
+        bare = step.get("unprofiled") or {}
+        if bare.get("delta") is not None:
+            text += f"; without the profiler {fmt_ms(bare['a'])} → {fmt_ms(bare['b'])}"
+        text += "."
     gone = [g for g in gains if g["status"] == "gone"]
     for g in gone:
         text += f" Gone: {g['rule_id']} {g['name']} (estimated {fmt_ms(g['estimate_ms'] or 0.0)}"

@@ -33,6 +33,7 @@ from advisor.report.sources import locations, module_path, source_context
 from advisor.report.story import chain, combined_line
 from advisor.report.trail import build_trail
 from advisor.rundir import RunDir
+from advisor.units import fmt_ms, fmt_pct
 
 __all__ = ["build_report_data", "first_sentence", "source_context"]
 
@@ -119,6 +120,25 @@ def loop_note(facts: Mapping[str, Any]) -> str | None:
         f"; each step is {each}." if each else ".")
 
 
+#: the profiler's share of the recorded step from which the summary warns that the times include it
+PROFILER_OVERHEAD_NOTE = 0.25
+
+
+def profiler_note(facts: Mapping[str, Any]) -> str | None:
+    """One sentence comparing the recorded steps with the steps the collector timed after them, unprofiled."""
+    unprofiled, overhead = facts.get("steps.unprofiled_ms"), facts.get("steps.profiler_overhead")
+    step, count = facts.get("steps.time_ms"), facts.get("steps.unprofiled_count")
+    if not isinstance(unprofiled, (int, float)) or not isinstance(overhead, (int, float)) or not step:
+        return None
+    said = (f"Without the profiler the steps took {fmt_ms(unprofiled)} (the median of {count} steps run after the "
+            f"window), against {fmt_ms(step)} recorded")
+    if overhead < PROFILER_OVERHEAD_NOTE:
+        return said + "."
+    return (said + f": profiling made the recorded steps {fmt_pct(overhead)} longer. The times and gains in this "
+            "report are the recorded ones; in proportion to the step they hold, but in milliseconds expect "
+            f"about {fmt_pct(unprofiled / step)} of them without the profiler.")
+
+
 def _summary(facts: Mapping[str, Any], diagnoses: list[dict[str, Any]]) -> dict[str, Any]:
     phases = sorted((r for r in facts.get("phases.table") or [] if isinstance(r, Mapping)),
                     key=lambda r: -(r.get("ms") or 0.0))
@@ -126,6 +146,7 @@ def _summary(facts: Mapping[str, Any], diagnoses: list[dict[str, Any]]) -> dict[
         "step_ms": facts.get("steps.time_ms"), "step_count": facts.get("steps.count", 0),
         "step_min": facts.get("steps.time_ms_min"), "step_max": facts.get("steps.time_ms_max"),
         "step_source": facts.get("steps.source"), "phases": phases, "loop": loop_note(facts),
+        "profiler": profiler_note(facts),
         "gpu_idle": facts.get("gpu.idle_fraction"), "diagnoses": diagnoses,
     }
 

@@ -83,9 +83,10 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
     tree = None if untrusted(facts) else _phase_tree(facts)  # a step split from data largely missing is not shown
     if tree is not None:
         console.print(tree)
-    loop = (data.get("summary") or {}).get("loop")
-    if loop:
-        console.print(plain(loop, "dim"))
+    for note in ("loop", "profiler"):
+        text = (data.get("summary") or {}).get(note)
+        if text:
+            console.print(plain(text, "dim"))
     stages = _stages_line((data.get("trail") or {}).get("stages", []))
     if stages is not None:
         console.print(stages)

@@ -315,3 +315,41 @@ def test_pythonpath_of_the_user_reaches_the_script_unchanged(tmp_path: Path) -> 
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen == {"value": 42, "pythonpath": str(tmp_path / "libs")}, proc.stderr
+
+
+# the steps after the window --------------------------------------------------------------
+
+def test_the_steps_after_the_window_are_timed_without_the_profiler(tmp_path: Path) -> None:
+    cli, out = _diagnose(tmp_path, "steps_then_slow.py")
+    assert cli.code == 0, cli.output
+    meta = _meta(out)
+    assert (meta["outcome"], meta["profile"]) == ("captured", "complete")
+    times = meta["unprofiled_step_ms"]
+    assert len(times) == 5 and all(t > 0 for t in times), times  # as many as the window recorded
+    assert meta["ranks"][0]["unprofiled_step_ms"] == times
+    facts = _facts(out)
+    assert facts["steps.unprofiled_count"] == 5
+    assert facts["steps.unprofiled_ms"] == sorted(times)[2]
+    assert facts["steps.profiler_overhead"] == pytest.approx(facts["steps.time_ms"] / facts["steps.unprofiled_ms"] - 1)
+    assert "Without the profiler the steps took" in (out / "report.md").read_text()
+
+
+def test_a_script_that_ends_among_the_unprofiled_steps_keeps_its_profile(tmp_path: Path) -> None:
+    # steps 8-12 are recorded; the script ends after step 14, two steps into the unprofiled ones
+    cli, out = _diagnose(tmp_path, "steps_then_slow.py", script_args=("--steps", "15"))
+    assert cli.code == 0, cli.output
+    meta = _meta(out)
+    assert meta["profile"] == "complete" and meta["exit_code"] == 0
+    assert len(meta["unprofiled_step_ms"]) == 2
+    assert _facts(out)["steps.count"] == 5
+
+
+def test_slow_steps_after_the_window_are_timed_for_as_long_as_the_window_took_at_most(tmp_path: Path) -> None:
+    # the window's five steps take well under a second; the steps after it sleep 0.6 s each: the timing stops
+    # after a second of them (its floor), not after five (3 s)
+    start = time.monotonic()
+    cli, out = _diagnose(tmp_path, "steps_then_slow.py", script_args=("--slow-from", "13", "--sleep", "0.6"))
+    assert cli.code == 0, cli.output
+    times = _meta(out)["unprofiled_step_ms"]
+    assert 1 <= len(times) <= 2 and all(t >= 600 for t in times), times
+    assert time.monotonic() - start < 60

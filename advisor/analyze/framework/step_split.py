@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from typing import Any
 
 from advisor.analyze.findings import FactSpec, records
@@ -29,6 +31,11 @@ PROVIDES = (
     FactSpec("steps.time_ms_min", "ms", "shortest step"),
     FactSpec("steps.time_ms_max", "ms", "longest step"),
     FactSpec("steps.spread", "ratio", "(longest - shortest) / mean step time"),
+    FactSpec("steps.unprofiled_ms", "ms", "median wall time of the steps the collector ran after the window "
+             "without the profiler, its labels or the source marker (as many as the window, at most as long again)"),
+    FactSpec("steps.unprofiled_count", "count", "how many steps after the window were timed without the profiler"),
+    FactSpec("steps.profiler_overhead", "fraction", "how much longer the recorded steps took than the unprofiled "
+             "ones: steps.time_ms / steps.unprofiled_ms - 1 (the profiler's own cost, in the recorded times)"),
     FactSpec("steps.table", "table", "every analysed step and its phase split", columns={
         "step": "count: step number", "time_ms": "ms: wall time",
         **{f"{p}_ms": f"ms: time in {p}" for p in PHASES},
@@ -63,6 +70,7 @@ def step_split(view: TraceView) -> dict[str, Any]:
         "steps.table": records(rows),
     }
     out["steps.spread"] = (out["steps.time_ms_max"] - out["steps.time_ms_min"]) / mean if mean else 0.0
+    out.update(_unprofiled(view.run_meta.get("unprofiled_step_ms"), mean))
     sources = view.phase_sources
     table = []
     for p in PHASES:
@@ -75,3 +83,15 @@ def step_split(view: TraceView) -> dict[str, Any]:
                       "source": sources.get(p, "the rest of the step") if p != "other" else "the rest of the step"})
     out["phases.table"] = table
     return out
+
+
+def _unprofiled(times: Any, profiled_ms: float) -> dict[str, Any]:
+    """The unprofiled steps' facts from run.json's ``unprofiled_step_ms``; none without such steps."""
+    if not isinstance(times, list):
+        return {}
+    known = [float(t) for t in times if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0]
+    if not known:
+        return {}
+    median = statistics.median(known)
+    return {"steps.unprofiled_ms": median, "steps.unprofiled_count": len(known),
+            "steps.profiler_overhead": profiled_ms / median - 1 if profiled_ms else None}
