@@ -44,6 +44,7 @@ module pre-hook also runs on every module call (about a microsecond each).
 from __future__ import annotations
 
 import _thread
+import os
 import signal
 import threading
 import time
@@ -260,8 +261,10 @@ class StepDriver:
             now = time.perf_counter()
             self.unprofiled_step_ms.append(round((now - self._tail_mark) * 1e3, 3))
             self._tail_mark = now
-            # At most as long again as the window took: a slow step is not repeated for minutes.
-            if now - self._tail_start >= max(_TAIL_MIN_S, self._window_s):
+            # At most as long again as the window took: a slow step is not repeated for minutes. Not with
+            # several ranks: each stops at its own clock, and a rank that stopped first would leave the others
+            # waiting in the next step's collectives; counted steps end every rank at the same step.
+            if now - self._tail_start >= max(_TAIL_MIN_S, self._window_s) and not _several_ranks():
                 new = "done"
         if new == self.state:
             if new == "active":
@@ -358,6 +361,13 @@ class StepDriver:
 
     def _now(self) -> float:
         return round(time.monotonic() - self.started, 6)
+
+
+def _several_ranks() -> bool:
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
+        return False
 
 
 def _with_closure_wrapped(args: Any, kwargs: Any, wrap: Callable[[Any], Any]) -> tuple[Any, Any] | None:

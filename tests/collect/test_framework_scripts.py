@@ -353,3 +353,17 @@ def test_slow_steps_after_the_window_are_timed_for_as_long_as_the_window_took_at
     times = _meta(out)["unprofiled_step_ms"]
     assert 1 <= len(times) <= 2 and all(t >= 600 for t in times), times
     assert time.monotonic() - start < 60
+
+
+@pytest.mark.whole_machine
+def test_ranks_time_the_same_steps_after_the_window_so_none_is_left_waiting(tmp_path: Path) -> None:
+    # The steps after the window are slow (rank 1 sleeps 0.7 s in each, and rank 0 waits for it): one rank
+    # would stop timing after a second of them; with two, each stopping at its own clock would leave the other
+    # in the next step's all-reduce. Both time the same five steps and end.
+    cli, out = _diagnose(tmp_path, "ddp_straggler.py", "--nproc-per-node", "2",
+                         script_args=("--delay-ms", "0", "--late-from", "13", "--late-delay-ms", "700"), timeout=180)
+    assert cli.code == 0, cli.output
+    meta = _meta(out)
+    assert all(r["outcome"] == "captured" and r["profile"] == "complete" for r in meta["ranks"])
+    assert [len(r["unprofiled_step_ms"]) for r in meta["ranks"]] == [5, 5]
+    assert all(t >= 600 for r in meta["ranks"] for t in r["unprofiled_step_ms"])

@@ -14,6 +14,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--slow-rank", type=int, default=1)
 parser.add_argument("--delay-ms", type=float, default=40)
 parser.add_argument("--steps", type=int, default=40)
+parser.add_argument("--late-from", type=int, default=10**9, help="from this step on the slow rank's delay is --late-delay-ms")
+parser.add_argument("--late-delay-ms", type=float, default=0)
 args = parser.parse_args()
 
 dist.init_process_group("gloo")
@@ -24,7 +26,8 @@ optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 for step in range(args.steps):
     x = torch.randn(32, 64)
     if rank == args.slow_rank:
-        time.sleep(args.delay_ms / 1000)  # the straggler: work only this rank does
+        # the straggler: work only this rank does
+        time.sleep((args.late_delay_ms if step >= args.late_from else args.delay_ms) / 1000)
     loss = model(x).pow(2).mean()
     optimizer.zero_grad()
     loss.backward()
