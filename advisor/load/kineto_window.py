@@ -2,7 +2,7 @@
 
 An analysis takes about :data:`MEMORY_PER_JSON` times the trace's JSON size
 in memory, plus :data:`FIXED_MB` for the libraries (measured on the synthetic
-traces of bench/scale.py: 1.29 at 2 GB, 1.37 at 500 MB). A trace that would not
+traces of bench/scale.py: 1.57 at 2 GB, 1.60 at 500 MB). A trace that would not
 fit the memory budget (``$ADVISOR_MEMORY_MB``, default :data:`DEFAULT_MEMORY_MB`)
 that way is not loaded whole. Instead:
 
@@ -52,8 +52,10 @@ __all__ = ["DEFAULT_MEMORY_MB", "FIXED_MB", "MEMORY_ENV", "MEMORY_PER_JSON", "ME
 MEMORY_ENV = "ADVISOR_MEMORY_MB"
 #: the memory an analysis may take, in MB
 DEFAULT_MEMORY_MB = 3072
-#: peak memory per byte of JSON analysed (1.29 measured at 2 GB; the rest is margin for traces with more GPU ops)
-MEMORY_PER_JSON = 1.4
+#: peak memory per byte of JSON analysed (bench/scale.py, December 2026: 1.60 at 500 MB and 1.57 at 2 GB, where
+#: 1.29 was measured at 2 GB before the loader decoded pieces on helper processes and kept more ``args``
+#: columns; the rest is margin for traces with more GPU ops)
+MEMORY_PER_JSON = 1.65
 #: memory that does not grow with the trace: interpreter and libraries (85 MB), and slack
 FIXED_MB = 128
 META_KEY = "advisor_window"
