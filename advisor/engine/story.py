@@ -136,10 +136,12 @@ def attach_files(diagnoses: Sequence[Diagnosis], evidence: Mapping[str, str | No
 # gains that add up ----------------------------------------------------------------
 def _combine(gains: Iterable[float], total: float) -> float:
     """What gains acting on the same ``total`` ms give back together: each takes its share of what is left."""
+    gains = [min(max(g, 0.0), total) for g in gains]
     left = 1.0
     for g in gains:
-        left *= 1.0 - min(max(g, 0.0), total) / total
-    return total * (1.0 - left)
+        left *= 1.0 - g / total
+    # never below the largest gain alone, which the product's rounding can otherwise undercut by an ulp
+    return max(total * (1.0 - left), max(gains, default=0.0))
 
 
 def combined_gain(diagnoses: Sequence[Any], facts: Mapping[str, Any]) -> float | None:

@@ -177,3 +177,13 @@ def test_rules_test_checks_what_a_case_refines(tmp_path: Path) -> None:
     results = {r.case: r for r in run_rule_tests(loaded)}
     assert results["at"].passed and not results["alone"].passed
     assert "expected it to refine nothing, got DL001" in results["alone"].message
+
+
+def test_the_combined_gain_is_never_below_the_largest_gain_alone() -> None:
+    # 47.106590666666655 ms of a 47.10659066666665 ms step went through 1 - (1 - g/step) as 47.10659066666665:
+    # the combined gain came out an ulp below the one gain it combined (seen in tests/workflow/test_nsys_end_to_end)
+    step = 47.10659066666665
+    for gain in (47.106590666666655, 12.345678901234567, 0.1 + 0.2):
+        facts = {"steps.time_ms": step}
+        combined = combined_gain([{"impact_ms": gain, "phase": None}], facts)
+        assert min(gain, step) <= combined <= step
