@@ -73,11 +73,17 @@ def _child_started(out: Path) -> Callable[[], bool]:
 
 def test_ctrl_c_while_the_child_still_imports_torch(tmp_path: Path) -> None:
     """Case 10: a KeyboardInterrupt traceback came before the message."""
-    out = tmp_path / "run"
-    code, stdout, stderr = _interrupt(["diagnose", str(SCRIPTS / "exit_zero.py"), "--out", str(out), "-q",
-                                       "--no-escalate"], tmp_path, _child_started(out))
-    assert code == 130, stderr
-    assert not (out / "framework" / "status.rank0.json").exists(), "the script had started: not the case tested"
+    # The child imports torch for about a second; on a busy machine the interrupt can reach it only after the
+    # import, when the script has started (its status is written), which is another case: try again.
+    for attempt in range(3):
+        out = tmp_path / f"run{attempt}"
+        code, stdout, stderr = _interrupt(["diagnose", str(SCRIPTS / "exit_zero.py"), "--out", str(out), "-q",
+                                           "--no-escalate"], tmp_path, _child_started(out))
+        assert code == 130, stderr
+        if not (out / "framework" / "status.rank0.json").exists():
+            break
+    else:
+        pytest.fail("the script had started before the interrupt in three tries: not the case tested")
     assert _one_line(stderr) == (f"advisor: the script was interrupted (Ctrl-C), exit code 130; nothing was "
                                  f"profiled; see {out}")
     assert (out / "report.html").exists() and _verdict(out)["status"] == "inconclusive"
