@@ -21,9 +21,18 @@ class Noted(Dataset):
 
     def __getitem__(self, i: int):
         info = get_worker_info()
-        if info is not None:
-            (self.pids / f"worker{info.id}.pid").write_text(str(os.getpid()))
+        if info is not None and not NOTED:
+            # Once per worker, and whole or not at all: the collector kills the workers when it stops the
+            # script, and a kill between a write's truncation and its text would leave an empty file.
+            path = self.pids / f"worker{info.id}.pid"
+            partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            partial.write_text(str(os.getpid()))
+            os.replace(partial, path)
+            NOTED.append(True)
         return torch.randn(16), torch.randn(4)
+
+
+NOTED: list[bool] = []  # per worker process: its pid is noted
 
 
 if __name__ == "__main__":
