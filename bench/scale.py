@@ -162,6 +162,7 @@ def report(result: dict) -> str:
              f"{'floor s':>7} {'whl/flr':>7} {'HTA s':>7} {'HTA/whl':>7} {'RSS MB':>7} {'HTA MB':>7} {'RSS/HTA':>7} "
              f"{'MB/s':>6}"]
     sized = [r for r in result["rows"] if "ranks" not in r]
+
     def cell(value: float | None, width: int, digits: int = 2) -> str:
         return f"{value:>{width}.{digits}f}" if value is not None else f"{'n/a':>{width}}"
 

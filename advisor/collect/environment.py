@@ -151,13 +151,14 @@ def allocator_settings(maps: str | None = None, environ: Mapping[str, str] | Non
         if any(lib.startswith(f"lib{name}") for lib in libraries):
             return {"name": name, "keeps_freed_memory": True, "how": f"lib{name} is loaded"}
     tunables = env.get("GLIBC_TUNABLES", "")
-    fixed = [v for v in _GLIBC_KEEP_VARS if env.get(v)]
-    fixed_tunables = [t for t in _GLIBC_KEEP_TUNABLES if t + "=" in tunables]
-    if len(fixed) == len(_GLIBC_KEEP_VARS) or len(fixed_tunables) == len(_GLIBC_KEEP_TUNABLES):
-        how = " and ".join(fixed) if len(fixed) == len(_GLIBC_KEEP_VARS) else " and ".join(fixed_tunables)
-        return {"name": "glibc", "keeps_freed_memory": True, "how": f"glibc malloc with {how} set"}
-    return {"name": "glibc", "keeps_freed_memory": False,
-            "how": "glibc malloc with its dynamic thresholds: large freed blocks go back to the system"}
+    if all(env.get(v) for v in _GLIBC_KEEP_VARS):
+        fixed = _GLIBC_KEEP_VARS
+    elif all(t + "=" in tunables for t in _GLIBC_KEEP_TUNABLES):
+        fixed = _GLIBC_KEEP_TUNABLES
+    else:
+        return {"name": "glibc", "keeps_freed_memory": False,
+                "how": "glibc malloc with its dynamic thresholds: large freed blocks go back to the system"}
+    return {"name": "glibc", "keeps_freed_memory": True, "how": f"glibc malloc with {' and '.join(fixed)} set"}
 
 
 def _load_average() -> float | None:

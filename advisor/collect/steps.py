@@ -44,6 +44,7 @@ module pre-hook also runs on every module call (about a microsecond each).
 from __future__ import annotations
 
 import _thread
+import math
 import os
 import signal
 import threading
@@ -109,7 +110,8 @@ class StepDriver:
         #: wall time of each step after the window, run without the profiler, the labels or the source marker
         #: (the same number of steps as the window, at most as long again as it took)
         self.unprofiled_step_ms: list[float] = []
-        self._capture_started = self._tail_start = self._tail_mark = self._window_s = 0.0
+        self._tail_start = self._tail_mark = 0.0
+        self._tail_limit_s = math.inf
 
     # lifecycle -------------------------------------------------------------------
     def attach(self) -> None:
@@ -261,10 +263,7 @@ class StepDriver:
             now = time.perf_counter()
             self.unprofiled_step_ms.append(round((now - self._tail_mark) * 1e3, 3))
             self._tail_mark = now
-            # At most as long again as the window took: a slow step is not repeated for minutes. Not with
-            # several ranks: each stops at its own clock, and a rank that stopped first would leave the others
-            # waiting in the next step's collectives; counted steps end every rank at the same step.
-            if now - self._tail_start >= max(_TAIL_MIN_S, self._window_s) and not _several_ranks():
+            if now - self._tail_start >= self._tail_limit_s:
                 new = "done"
         if new == self.state:
             if new == "active":
@@ -285,7 +284,6 @@ class StepDriver:
             self.capture_threads = thread_settings()
             self.backend.start(self.step)
             self.timings["capture_start"] = self._now()
-            self._capture_started = time.perf_counter()
         if new in ("tail", "done") and old == "active":
             self._stop_clock()
             with _signals_held(self.cfg.mode == "kineto"):
@@ -294,9 +292,13 @@ class StepDriver:
             self.timings["capture_end"] = self._now()
             self._instrument(False)
         if new == "tail":
-            # Timed from here, after the trace is written: the next steps run as they would without us.
+            # Timed from here, after the trace is written: the next steps run as they would without us. At most
+            # as long again as the window took, so that a slow step is not repeated for minutes; but not with
+            # several ranks: each would stop at its own clock, and a rank that stopped first would leave the
+            # others waiting in the next step's collectives, where counted steps end every rank at the same one.
             self._tail_start = self._tail_mark = time.perf_counter()
-            self._window_s = self._tail_start - self._capture_started
+            window_s = self.timings["capture_end"] - self.timings["capture_start"]
+            self._tail_limit_s = math.inf if _several_ranks() else max(_TAIL_MIN_S, window_s)
         if new == "done":
             self._stop_clock()
             self._instrument(False)

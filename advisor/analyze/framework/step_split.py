@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import statistics
-
 from typing import Any
 
 from advisor.analyze.findings import FactSpec, records

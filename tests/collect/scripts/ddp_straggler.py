@@ -14,7 +14,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--slow-rank", type=int, default=1)
 parser.add_argument("--delay-ms", type=float, default=40)
 parser.add_argument("--steps", type=int, default=40)
-parser.add_argument("--late-from", type=int, default=10**9, help="from this step on the slow rank's delay is --late-delay-ms")
+parser.add_argument("--late-from", type=int, default=10**9,
+                    help="from this step on the slow rank's delay is --late-delay-ms")
 parser.add_argument("--late-delay-ms", type=float, default=0)
 args = parser.parse_args()
 
