@@ -115,7 +115,8 @@ def analyze_views(members: Sequence[Any], run_meta: dict[str, Any] | None = None
     primary = members[0]
     with Progress(f"Analysing {primary.trace.path.name}") as bar:
         with analysing(str(primary.trace.path)):
-            findings = run_analyzers(primary, "framework", evidence=str(primary.trace.path), on_progress=bar.update)
+            findings = run_analyzers(primary, "framework", evidence=str(primary.trace.path), on_progress=bar.update,
+                                     two_cores=True)
     note = findings.get("roofline.note")
     if note and findings.get("ops.modelled_share"):  # operators were modelled, but their shares cannot be given
         findings.notes.append(f"roofline: {note}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def measure(traces: list[Path], runs: int, hta_python: str, with_peer: bool) -> 
         for trace in traces:  # interleaved: every tool sees the same machine state, run after run
             for tool in tools:
                 python = hta_python if tool == "hta" else sys.executable
-                run = run_measured(tool, trace, python)
+                run = run_measured(tool, trace, python, tree=tool == "advisor-cli")  # it forks helpers
                 series[(trace.name, tool)].runs.append(run)
                 print(f"  run {i + 1}/{runs} {trace.name[:32]:32} {tool:8} work {run.figures['work_s']:7.3f} s "
                       f"process {run.wall_s:7.3f} s  peak {run.peak_rss_mb:7.1f} MB  (load {load_average()})",
@@ -67,6 +68,9 @@ def _summary(trace: Path, series: dict, with_peer: bool) -> dict:
     cli, floor = series[(trace.name, "advisor-cli")], series[(trace.name, "floor")]
     out["advisor_cli"] = {k: cli.median(k) for k in ("import_s", "work_s", "reports_s", "wall_s", "peak_rss_mb")}
     out["advisor_cli"]["wall_runs_s"] = [r.wall_s for r in cli.runs]
+    # the command and the processes it forks (the trace decoded while it imports, its analyzers' second core),
+    # together: their Pss, sampled, so that pages a forked child shares with its parent count once
+    out["advisor_cli"]["tree_rss_mb"] = statistics.median([max(r.peak_rss_mb, r.tree_rss_mb) for r in cli.runs])
     out["floor"] = {k: floor.median(k) for k in ("work_s", "wall_s", "peak_rss_mb")}
     out["floor"]["wall_runs_s"] = [r.wall_s for r in floor.runs]
     out["process_vs_floor"] = out["advisor_cli"]["wall_s"] / out["floor"]["wall_s"]
@@ -81,6 +85,7 @@ def _summary(trace: Path, series: dict, with_peer: bool) -> dict:
         out["memory_ratio"] = out["advisor"]["peak_rss_mb"] / out["hta"]["peak_rss_mb"]
         out["speedup_user_process"] = out["hta"]["wall_s"] / out["advisor_cli"]["wall_s"]
         out["user_memory_ratio"] = out["advisor_cli"]["peak_rss_mb"] / out["hta"]["peak_rss_mb"]
+        out["user_memory_ratio_tree"] = out["advisor_cli"]["tree_rss_mb"] / out["hta"]["peak_rss_mb"]
     return out
 
 
@@ -93,7 +98,8 @@ def report(result: dict) -> str:
         lines += ["", f"{name}: {s['json_mb']:.1f} MB of JSON, {s['events']:,} events",
                   f"  advisor analyze, as a user runs it (reports included): process {c['wall_s']:.3f} s (imports "
                   f"{c['import_s']:.3f}, reports {c['reports_s']:.3f} [target: < {REPORTS_TARGET_S:.0f} s]), peak RSS "
-                  f"{c['peak_rss_mb']:.0f} MB; runs {_runs(c['wall_runs_s'])}",
+                  f"{c['peak_rss_mb']:.0f} MB (with the processes it forks: {c['tree_rss_mb']:.0f} MB); "
+                  f"runs {_runs(c['wall_runs_s'])}",
                   f"  floor    process {f['wall_s']:.3f} s (parse {f['work_s']:.3f}), peak RSS {f['peak_rss_mb']:.0f} MB: "
                   f"advisor analyze takes {s['process_vs_floor']:.2f}x the floor   [target: <= {FLOOR_TARGET}x]; "
                   f"runs {_runs(f['wall_runs_s'])}",
@@ -109,8 +115,8 @@ def report(result: dict) -> str:
                       f"memory {s['memory_ratio']:.2f} of HTA's peak   [targets: >= {SPEEDUP_TARGET:.0f}x, "
                       f"<= {MEMORY_TARGET}]",
                       f"  user     advisor analyze is {s['speedup_user_process']:.2f}x faster than HTA's process, "
-                      f"peak RSS {s['user_memory_ratio']:.2f} of HTA's   [targets: >= {PROCESS_SPEEDUP_TARGET:.0f}x, "
-                      f"<= 1]"]
+                      f"peak RSS {s['user_memory_ratio']:.2f} of HTA's ({s['user_memory_ratio_tree']:.2f} with the processes "
+                      f"it forks)   [targets: >= {PROCESS_SPEEDUP_TARGET:.0f}x, <= 1]"]
         lines.append(f"  orjson.loads of the decompressed file {s['orjson_loads_s']:.3f} s: advisor's load is "
                      f"{s['load_vs_orjson']:.2f}x that, its whole work {s['work_vs_orjson']:.2f}x   "
                      f"[target: load within {THROUGHPUT_TARGET:.0f}x]")

@@ -113,28 +113,61 @@ def all_specs() -> dict[str, FactSpec]:
 
 
 def run_analyzers(view: Any, stage: str = "framework", evidence: str = "", scope: str = "trace",
-                  on_progress: Callable[[int, int], None] | None = None) -> Findings:
+                  on_progress: Callable[[int, int], None] | None = None, two_cores: bool = False) -> Findings:
     """Run every analyzer of ``stage`` and ``scope`` over ``view`` (a TraceView, or a RankSet for
     ``scope="ranks"``); skip, with the reason, those whose tables are missing.
 
-    ``on_progress(done, total)`` is told, before each analyzer, how many have run.
+    ``on_progress(done, total)`` is told, as they run, how many have run. ``two_cores``: a trace's analyzers may
+    share the work with a forked child where that pays (:mod:`advisor.analyze.parallel`); the findings are the
+    same.
     """
     findings = Findings()
     what = "these traces do" if scope == "ranks" else "this trace does"
     analyzers = registered(stage, scope)
-    for done, a in enumerate(analyzers):
-        if on_progress is not None:
-            on_progress(done, len(analyzers))
+    runnable = []
+    for a in analyzers:
         missing = [t for t in a.needs if not view.has(t)]
         if missing:
             findings.skipped[a.name] = f"needs {', '.join(missing)}, which {what} not have"
-            continue
-        specs = {s.name: s for s in a.provides}
-        for name, value in a.func(view).items():
-            spec = specs.get(name)
-            if spec is None:
-                raise AssertionError(f"analyzer {a.name} returned undeclared fact {name!r}")
-            if value is None:
-                continue
-            findings.add(Finding(name, value, spec.unit, a.name, evidence))
+        else:
+            runnable.append(a)
+    progress = (lambda done: on_progress(done, len(runnable))) if on_progress is not None else None
+    if two_cores and scope == "trace" and len(runnable) > 1:
+        from advisor.analyze.parallel import run_on_two_cores, two_cores_pay
+
+        if two_cores_pay(view):
+            _warm(view)
+            for a, facts in zip(runnable, run_on_two_cores(view, runnable, _facts, progress)):
+                _add(findings, a, facts, evidence)
+            return findings
+    for done, a in enumerate(runnable):
+        if progress is not None:
+            progress(done)
+        _add(findings, a, _facts(a, view), evidence)
     return findings
+
+
+def _facts(a: Analyzer, view: Any) -> list[tuple[str, Any]]:
+    """What analyzer ``a`` says of ``view``; an undeclared fact is a programming error."""
+    specs = {s.name for s in a.provides}
+    facts = list(a.func(view).items())
+    for name, _ in facts:
+        if name not in specs:
+            raise AssertionError(f"analyzer {a.name} returned undeclared fact {name!r}")
+    return facts
+
+
+def _add(findings: Findings, a: Analyzer, facts: list[tuple[str, Any]], evidence: str) -> None:
+    specs = {s.name: s for s in a.provides}
+    for name, value in facts:
+        if value is not None:
+            findings.add(Finding(name, value, specs[name].unit, a.name, evidence))
+
+
+def _warm(view: Any) -> None:
+    """Build the table nearly every analyzer reads before the fork, so that it is built once, not in each process
+    (an error here is left for the analyzer that reads it to raise, as in a serial run)."""
+    try:
+        view.host  # noqa: B018 - a cached property
+    except Exception:  # noqa: BLE001
+        pass

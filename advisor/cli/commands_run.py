@@ -105,9 +105,12 @@ def analyze(
     the command the report gives) to that run, and writes its report again.
 
     A folder of rank traces is read one trace per worker process ($ADVISOR_WORKERS, default: the cores; 1: all in
-    this process), and a large trace is decoded on the other cores too; $ADVISOR_MEMORY_MB (default 3072) bounds
-    the memory: a trace too big for it is analysed on a window of its steps.
+    this process); one trace is decoded and analysed on a second core too. $ADVISOR_MEMORY_MB (default 3072)
+    bounds the memory: a trace too big for it is analysed on a window of its steps.
     """
+    from advisor.load.kineto_prefetch import start
+
+    start(paths)  # decoding begins on another core while this one imports the analysis
     from advisor.runs import analyze_files
 
     summary = analyze_files(paths, out=out, rule_dirs=rules, argv=list(sys.argv), workflow=workflow,

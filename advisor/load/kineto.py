@@ -99,7 +99,7 @@ import orjson
 import pandas as pd
 
 from advisor.errors import TraceError
-from advisor.load.json_stream import read_array
+from advisor.load.kineto_spec import ALL_ARGS, ARGS, EXTRA_ARGS, is_kineto_trace
 from advisor.load.kineto_quality import (MAX_TS_US, STEP_KIND, STEP_PREFIX, DataQuality, check_events, check_meta,
                                          check_span)
 from advisor.naming import LABEL_PREFIX
@@ -131,49 +131,6 @@ CATEGORY_ALIASES: dict[str, str] = {
     "Python_Function": "python_function",
 }
 
-#: Trace ``args`` kept as columns: column -> (arg keys in order of preference, kind). Only what the
-#: analyzers read: every column costs decoding time and memory on every event, present or not.
-ARGS: dict[str, tuple[tuple[str, ...], str]] = {
-    "external_id": (("External id",), "int"),
-    "correlation": (("correlation",), "int"),
-    "seq": (("Sequence number",), "int"),
-    "device": (("device",), "int"),
-    "stream": (("stream",), "int"),
-    "bytes": (("bytes", "size"), "int"),
-    "input_types": (("Input type",), "str"),
-    "input_dims": (("Input Dims",), "str"),
-    "concrete_inputs": (("Concrete Inputs",), "str"),
-    "sync_kind": (("cuda_sync_kind",), "str"),
-    "wait_stream": (("wait_on_stream",), "int"),
-    "copy_kind": (("kind",), "str"),
-    "collective": (("Collective name",), "str"),
-    "dtype": (("dtype",), "str"),
-    "in_nelems": (("In msg nelems", "in_msg_nelems"), "int"),
-    "out_nelems": (("Out msg nelems", "out_msg_nelems"), "int"),
-    "group_size": (("Group size",), "int"),
-    "pg_name": (("Process Group Name",), "str"),
-    "kernel_num_gb": (("kernel_num_gb",), "float"),
-    "kernel_flop": (("kernel_flop",), "float"),
-}
-
-#: More ``args`` a trace may carry, read only when asked for (``load_kineto(path, args=ALL_ARGS)``);
-#: an analyzer that needs one moves it into :data:`ARGS`.
-EXTRA_ARGS: dict[str, tuple[tuple[str, ...], str]] = {
-    "fwd_tid": (("Fwd thread id",), "int"),
-    "bandwidth_gbs": (("memory bandwidth (GB/s)",), "float"),
-    "python_id": (("Python id",), "int"),
-    "python_parent_id": (("Python parent id",), "int"),
-    "grid": (("grid",), "str"),
-    "block": (("block",), "str"),
-    "registers": (("registers per thread",), "int"),
-    "shared_memory": (("shared memory",), "int"),
-    "occupancy_pct": (("est. achieved occupancy %",), "float"),
-    "cbid": (("cbid", "cid"), "int"),
-    "queued": (("queued",), "int"),
-    "call_stack": (("Call stack",), "str"),
-    "module_hierarchy": (("Module Hierarchy",), "str"),
-}
-ALL_ARGS = {**ARGS, **EXTRA_ARGS}
 
 #: small-number ``args`` columns kept as int32 (a value outside int32 is not a device, stream or group size: -1)
 INT32_COLUMNS = ("device", "stream", "wait_stream", "group_size")
@@ -249,12 +206,6 @@ def read_json_document(path: Path) -> Any:
         raise TraceError(path, f"is not valid JSON ({exc.msg} at byte {exc.pos}); {hint}") from None
 
 
-def is_kineto_trace(path: Path) -> bool:
-    """Cheap check on the file name, used to pick a loader."""
-    name = path.name.lower()
-    return name.endswith((".json", ".json.gz"))
-
-
 def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | None = None,
                 args: Mapping[str, tuple[tuple[str, ...], str]] | None = None, window: Any = None,
                 helpers: int | None = None) -> KinetoTrace:
@@ -300,8 +251,14 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
 def _read_columns(path: Path, spec: dict[str, tuple[tuple[str, ...], str]], window: Any,
                   on_progress: Callable[[int, int], None] | None, helpers: int | None) -> tuple[Any, dict[str, Any]]:
     """The trace's column chunks and its other keys, read on helper processes when that pays (see ``helpers``)."""
-    from advisor.load.kineto_pieces import Columns
+    from advisor.load.kineto_pieces import Columns, stream_columns
 
+    if window is None and helpers is None:
+        from advisor.load.kineto_prefetch import take
+
+        prefetched = take(path, spec)
+        if prefetched is not None:
+            return prefetched
     if helpers is None:
         from advisor.load.kineto_parallel import helper_count
         from advisor.load.kineto_window import json_size
@@ -313,7 +270,7 @@ def _read_columns(path: Path, spec: dict[str, tuple[tuple[str, ...], str]], wind
         columns = Columns(spec)
         decode = ParallelDecode(columns, helpers)
         try:
-            meta = _stream(path, columns, decode, on_progress)
+            meta = stream_columns(path, columns, decode, on_progress)
             decode.finish()
             return columns, meta
         except HelperFoundMalformed:
@@ -324,18 +281,7 @@ def _read_columns(path: Path, spec: dict[str, tuple[tuple[str, ...], str]], wind
         finally:
             decode.close()
     columns = Columns(spec, window)
-    return columns, _stream(path, columns, columns.add_piece, on_progress)
-
-
-def _stream(path: Path, columns: Any, decode: Callable[[bytes], int],
-            on_progress: Callable[[int, int], None] | None) -> dict[str, Any]:
-    """Every piece of the ``traceEvents`` array through ``decode``; the document's other keys."""
-    meta, pieces, whole = read_array(path, "traceEvents", decode, on_progress=on_progress)
-    if pieces is None:
-        return _whole_document(path, whole, columns)
-    for _ in pieces:
-        pass  # each piece lands in ``columns``; the keys after the array land in ``meta`` at the end
-    return meta
+    return columns, stream_columns(path, columns, columns.add_piece, on_progress)
 
 
 def _no_events(columns: Any, quality: DataQuality, events: pd.DataFrame) -> str:
@@ -350,17 +296,6 @@ def _no_events(columns: Any, quality: DataQuality, events: pd.DataFrame) -> str:
                 f"analyse: {quality.details()}")
     return (f"none of its {quality.events:,} complete events lasts any time, so nothing can be timed: "
             f"{quality.details() or 'every `dur` is 0'}")
-
-
-def _whole_document(path: Path, doc: Any, columns: Any) -> dict[str, Any]:
-    """A document whose array could not be streamed: say what is wrong with it, or take it whole."""
-    if not isinstance(doc, dict):
-        raise TraceError(path, "is JSON but not a Kineto trace: the top level is not an object")
-    raw_events = doc.get("traceEvents")
-    if not isinstance(raw_events, list):
-        raise TraceError(path, "is JSON but not a Kineto trace: it has no `traceEvents` list")
-    columns.add_objects(raw_events)
-    return {k: v for k, v in doc.items() if k != "traceEvents"}
 
 
 def _add_rank(meta: dict[str, Any]) -> None:

@@ -39,8 +39,8 @@ import numpy as np
 from advisor.load.json_stream import MalformedPiece
 from advisor.load.kineto_pieces import BASE_SAMPLE, Columns
 
-__all__ = ["HelperFoundMalformed", "MAX_HELPERS", "PARALLEL_MIN_BYTES", "ParallelDecode", "helper_count",
-           "merge_piece", "piece_columns"]
+__all__ = ["HelperFoundMalformed", "MAX_HELPERS", "PARALLEL_MIN_BYTES", "ParallelDecode", "columns_part",
+           "helper_count", "merge_piece", "piece_columns"]
 
 #: traces with less JSON than this load serially
 PARALLEL_MIN_BYTES = 16 << 20
@@ -102,10 +102,19 @@ def piece_columns(columns: Columns, piece: bytes, sample: dict[str, int] | None 
     columns.sampled = {t: [None] * n for t, n in done.items()}  # so ``_sample_ts`` takes only what is needed
     columns.missing_ts, columns.events_seen = {}, 0
     columns.add_piece(piece)
+    return columns_part(columns, done)
+
+
+def columns_part(columns: Columns, done: dict[str, int] | None = None) -> dict[str, Any]:
+    """What ``columns`` decoded, as :func:`merge_piece` takes it (picklable: arrays, lists and dicts).
+
+    ``done``: per table, how many of the sampled first ts the load had before (they are left out).
+    """
+    done = done or {}
     return {"chunks": columns.chunks, "names": list(columns.names), "cats": list(columns.cats),
             "flow_cats": list(columns.flow_cats), "texts": {c: list(t) for c, t in columns.texts.items()},
-            "sampled": {t: ts[done[t]:] for t, ts in columns.sampled.items()}, "missing_ts": columns.missing_ts,
-            "events_seen": columns.events_seen}
+            "sampled": {t: ts[done.get(t, 0):] for t, ts in columns.sampled.items()},
+            "missing_ts": columns.missing_ts, "events_seen": columns.events_seen}
 
 
 def merge_piece(columns: Columns, part: dict[str, Any]) -> None:

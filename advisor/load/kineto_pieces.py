@@ -6,7 +6,7 @@ column and piece; :mod:`advisor.load.kineto` joins them into the tables.
 No event is kept as a Python object beyond its piece.
 
 Each piece is decoded by msgspec straight into small structs that hold only
-the fields the tables use (:data:`~advisor.load.kineto.ARGS`), typed: ints as
+the fields the tables use (:data:`~advisor.load.kineto_spec.ARGS`), typed: ints as
 int, floats as float. Every other field and arg is skipped by the decoder
 without being built. A piece whose values do not fit those types (a string
 ``tid``, a ``null`` stream, an arg that is a list) is decoded again with every
@@ -25,7 +25,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -33,10 +35,11 @@ import numpy as np
 import orjson
 from msgspec.structs import astuple
 
-from advisor.load.json_stream import MalformedPiece, error_position
+from advisor.errors import TraceError
+from advisor.load.json_stream import MalformedPiece, error_position, read_array
 from advisor.load.kineto_quality import MAX_TS_US, STEP_KIND, STEP_PREFIX
 
-__all__ = ["ARG_ATTRS", "Columns", "MEMORY_ARGS", "to_int", "to_text"]
+__all__ = ["ARG_ATTRS", "Columns", "MEMORY_ARGS", "stream_columns", "to_int", "to_text"]
 
 #: ``[memory]`` instant event args -> memory table column
 MEMORY_ARGS: dict[str, str] = {
@@ -421,3 +424,26 @@ class Columns:
         self._put("flows", "ts", _float_or_nan([e.ts if e.ts is not UNSET else None for e in events]))
         self._put("flows", "pid", self._ints([e.pid for e in events], typed))
         self._put("flows", "tid", self._ints([e.tid for e in events], typed))
+
+
+def stream_columns(path: Path, columns: Columns, decode: Callable[[bytes], int],
+                   on_progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    """Every piece of ``path``'s ``traceEvents`` array through ``decode`` (``columns.add_piece``, or a decode
+    that merges into ``columns``); the document's other keys."""
+    meta, pieces, whole = read_array(path, "traceEvents", decode, on_progress=on_progress)
+    if pieces is None:
+        return _whole_document(path, whole, columns)
+    for _ in pieces:
+        pass  # each piece lands in ``columns``; the keys after the array land in ``meta`` at the end
+    return meta
+
+
+def _whole_document(path: Path, doc: Any, columns: Columns) -> dict[str, Any]:
+    """A document whose array could not be streamed: say what is wrong with it, or take it whole."""
+    if not isinstance(doc, dict):
+        raise TraceError(path, "is JSON but not a Kineto trace: the top level is not an object")
+    raw_events = doc.get("traceEvents")
+    if not isinstance(raw_events, list):
+        raise TraceError(path, "is JSON but not a Kineto trace: it has no `traceEvents` list")
+    columns.add_objects(raw_events)
+    return {k: v for k, v in doc.items() if k != "traceEvents"}

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from advisor.errors import TraceError
-from advisor.load import json_stream, kineto, kineto_parallel
+from advisor.load import json_stream, kineto_parallel, kineto_pieces
 from advisor.load.kineto import ALL_ARGS, load_kineto
 from conftest import KINETO_TRACES, fixture_path
 
@@ -54,8 +54,8 @@ def test_a_cut_inside_a_string_found_by_a_helper_loads_again_serially(tmp_path, 
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
     streams = []
-    real_stream = kineto._stream
-    monkeypatch.setattr(kineto, "_stream", lambda *a: streams.append(a[2]) or real_stream(*a))
+    real_stream = kineto_pieces.stream_columns
+    monkeypatch.setattr(kineto_pieces, "stream_columns", lambda *a: streams.append(a[2]) or real_stream(*a))
     _assert_same(path, helpers=1)
     assert isinstance(streams[1], kineto_parallel.ParallelDecode) and len(streams) == 3  # serial, parallel, serial
 
