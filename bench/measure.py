@@ -35,6 +35,8 @@ class Run:
 @dataclass
 class Series:
     runs: list[Run] = field(default_factory=list)
+    #: one more run, untimed, with the process tree's memory sampled (``run_measured(..., tree=True)``)
+    tree: Run | None = None
 
     def median(self, key: str) -> float:
         values = [getattr(r, key) if key in ("wall_s", "peak_rss_mb") else r.figures[key] for r in self.runs]
