@@ -25,13 +25,19 @@ Two kinds of probe, because neither alone prices a real model's recording:
   measured (module calls, a graph of real depth and freeing it cost about a
   third more than the chains show).
 
-Rounds with grad on and off alternate and the fastest of each is kept: other
-processes and threads only ever add time to a round, and alternating keeps a
-change of load from landing on one side only.
+Rounds with grad on and off alternate, and what grad mode adds is the median
+over rounds of each round's difference: a round with grad on and the round
+without it that follows run seconds apart in the same machine state, so a burst
+of other work lands on both or is outvoted. The difference of the fastest
+round of each, used before, once gave 0 and kept INF001 quiet on a slow run.
+Twelve probes of the same block on a busy 2-core machine, µs per op: with 7
+rounds, 1.7-6.7 that way and 3.2-6.4 as the median of the differences; with 15
+rounds, 0.4-4.4 and 2.8-5.3.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +47,7 @@ from torch import nn
 
 __all__ = ["measure_host_costs"]
 
-_ROUNDS = 7
+_ROUNDS = 9
 _CHAIN = 16  # ops per chain
 _DEPTH = 6  # blocks per probe forward
 _DIM = 64
@@ -50,17 +56,21 @@ _BLOCK_TRIES = 3
 
 
 def _alternating_us(fn: Callable[[], Any], calls: int, per_call_ops: int) -> tuple[float, float]:
-    """Microseconds per op of ``fn()`` with grad mode on and under inference mode, fastest round of each."""
-    best = {True: float("inf"), False: float("inf")}
+    """Microseconds per op of ``fn()``: what grad mode adds (the median, over rounds, of a round with grad on
+    less the round under inference mode that follows it) and the fastest round under inference mode."""
+    added, off = [], float("inf")
     for _ in range(_ROUNDS):
+        took = {}
         for grad in (True, False):
             with torch.inference_mode(not grad):
                 t0 = time.perf_counter()
                 for _ in range(calls):
                     out = fn()
                     del out  # freeing the graph is part of what recording costs
-                best[grad] = min(best[grad], (time.perf_counter() - t0) / calls / per_call_ops * 1e6)
-    return best[True], best[False]
+                took[grad] = (time.perf_counter() - t0) / calls / per_call_ops * 1e6
+        added.append(took[True] - took[False])
+        off = min(off, took[False])
+    return statistics.median(added), off
 
 
 class _Block(nn.Module):
@@ -115,12 +125,12 @@ def measure_host_costs() -> dict[str, Any]:
             chains = _chains()
             for fn in chains.values():  # warm the dispatcher's caches first
                 fn()
-            seed_on, seed_off = _alternating_us(chains.pop("seed"), 12, _CHAIN)
+            seed_added, _ = _alternating_us(chains.pop("seed"), 12, _CHAIN)
             raw: dict[str, float] = {}
             plain: dict[str, float] = {}
             for kind, fn in chains.items():
-                on, off = _alternating_us(fn, 12, _CHAIN)
-                raw[kind] = max(on - off - (seed_on - seed_off), 0.0)  # less the chain's seed op, spread per op
+                added, off = _alternating_us(fn, 12, _CHAIN)
+                raw[kind] = max(added - seed_added, 0.0)  # less the chain's seed op, spread per op
                 plain[kind] = off
             with torch.random.fork_rng(devices=[]):  # the layers' initialisation leaves the script's RNG as it was
                 torch.manual_seed(0)
@@ -129,8 +139,7 @@ def measure_host_costs() -> dict[str, Any]:
             model(x)
             ops = _DEPTH * sum(_BLOCK_KINDS.values())
             for _ in range(_BLOCK_TRIES):
-                on, off = _alternating_us(lambda: model(x), 6, ops)
-                block = on - off
+                block, _ = _alternating_us(lambda: model(x), 6, ops)
                 if block > 0:
                     break
     except (RuntimeError, TypeError):  # a torch without these APIs, or a script's mode that refuses them
