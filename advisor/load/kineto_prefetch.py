@@ -13,7 +13,8 @@ Only one trace under :data:`~advisor.load.kineto_parallel.PARALLEL_MIN_BYTES`
 of JSON is read this way: larger traces are decoded by helper processes
 anyway, and several traces by the rank workers. Anything that goes wrong in
 the child (a broken file, a trace over the memory budget, a signal) sends
-nothing, and the load reads the file itself, which says what is wrong with it.
+nothing (:mod:`advisor.forked`), and the load reads the file itself, which says
+what is wrong with it.
 ``ADVISOR_WORKERS=1`` (everything in this process) turns this off.
 """
 
@@ -21,20 +22,19 @@ from __future__ import annotations
 
 import atexit
 import os
-import pickle
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from advisor import forked
+
 __all__ = ["start", "take"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Child:
     pid: int
     fd: int
-    spec: dict[str, tuple[tuple[str, ...], str]]
 
 
 _CHILDREN: dict[Path, _Child] = {}
@@ -42,37 +42,32 @@ _CHILDREN: dict[Path, _Child] = {}
 
 def start(paths: list[Path]) -> None:
     """Begin decoding the trace in ``paths`` in a child process, when it is a single, small Kineto trace."""
-    from advisor.load.kineto_spec import ARGS, is_kineto_trace
+    from advisor.load.kineto_spec import is_kineto_trace
 
-    if len(paths) != 1 or os.environ.get("ADVISOR_WORKERS", "").strip() == "1" or not hasattr(os, "fork"):
+    if len(paths) != 1 or not (is_kineto_trace(paths[0]) and paths[0].is_file()) or not forked.can_fork():
         return
     path = paths[0]
-    if not (is_kineto_trace(path) and path.is_file()) or threading.active_count() > 1:
-        return  # forking a process with threads can copy a lock that is held
     key = path.resolve()
     if key in _CHILDREN:
         return
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        os.close(read_fd)
-        _decode_and_send(path, dict(ARGS), write_fd)
-    os.close(write_fd)
+    pid, fd = forked.start(lambda: _decode(path))
     if not _CHILDREN:
         atexit.register(_stop_all)
-    _CHILDREN[key] = _Child(pid, read_fd, dict(ARGS))
+    _CHILDREN[key] = _Child(pid, fd)
 
 
 def take(path: Path, spec: dict[str, tuple[tuple[str, ...], str]]) -> tuple[Any, dict[str, Any]] | None:
     """The columns and other keys of ``path`` decoded by a child, merged into fresh ``Columns(spec)``; None
     when no child decoded it with this ``spec`` (the caller loads it itself)."""
+    from advisor.load.kineto_spec import ARGS
+
     child = _CHILDREN.pop(path.resolve(), None)
     if child is None:
         return None
-    try:
-        sent = _receive(child) if child.spec == spec else None
-    finally:
+    if spec != ARGS:  # the child decodes the default columns only
         _stop(child)
+        return None
+    _, sent = forked.receive(child.pid, child.fd)
     if sent is None:
         return None
     from advisor.load.kineto_parallel import merge_piece
@@ -84,58 +79,32 @@ def take(path: Path, spec: dict[str, tuple[tuple[str, ...], str]]) -> tuple[Any,
     return columns, meta
 
 
-def _decode_and_send(path: Path, spec: dict[str, tuple[tuple[str, ...], str]], fd: int) -> None:
-    """In the child: decode ``path`` and write ``(part, meta)`` pickled to ``fd``, or nothing; then exit."""
-    code = 1
-    try:
-        import gc
+def _decode(path: Path) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """In the child: ``path``'s columns (as :func:`~advisor.load.kineto_parallel.columns_part` gives them) and
+    other keys; None for a trace the helpers or a window should read."""
+    import gc
 
-        gc.disable()  # as the loader does: millions of short-lived objects, no cycles
-        from advisor.load.kineto_parallel import PARALLEL_MIN_BYTES, columns_part
-        from advisor.load.kineto_pieces import Columns, stream_columns
-        from advisor.load.kineto_window import budget_bytes, json_size
+    gc.disable()  # as the loader does: millions of short-lived objects, no cycles
+    from advisor.load.kineto_parallel import PARALLEL_MIN_BYTES, columns_part
+    from advisor.load.kineto_pieces import Columns, stream_columns
+    from advisor.load.kineto_spec import ARGS
+    from advisor.load.kineto_window import budget_bytes, json_size
 
-        size = json_size(path)
-        if 0 < size < PARALLEL_MIN_BYTES and size <= budget_bytes():
-            columns = Columns(spec)
-            meta = stream_columns(path, columns, columns.add_piece, None)
-            data = pickle.dumps((columns_part(columns), meta), protocol=pickle.HIGHEST_PROTOCOL)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            code = 0
-    except BaseException:  # noqa: BLE001 - whatever it was, the load in the parent reads the file and says it
-        pass
-    finally:
-        os._exit(code)  # no atexit handlers, no flushing of the parent's buffered output
-
-
-def _receive(child: _Child) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    chunks = []
-    with os.fdopen(child.fd, "rb", closefd=True) as pipe:
-        child.fd = -1
-        while block := pipe.read(1 << 20):
-            chunks.append(block)
-    _, status = os.waitpid(child.pid, 0)
-    child.pid = 0
-    if not chunks or not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+    size = json_size(path)
+    if not 0 < size < PARALLEL_MIN_BYTES or size > budget_bytes():
         return None
-    try:
-        return pickle.loads(b"".join(chunks))
-    except Exception:  # noqa: BLE001 - a partial write (the child was killed): read the file here
-        return None
+    columns = Columns(dict(ARGS))
+    meta = stream_columns(path, columns, columns.add_piece, None)
+    return columns_part(columns), meta
 
 
 def _stop(child: _Child) -> None:
-    if child.fd >= 0:
-        os.close(child.fd)
-        child.fd = -1
-    if child.pid:
-        try:
-            os.kill(child.pid, 9)
-            os.waitpid(child.pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        child.pid = 0
+    os.close(child.fd)
+    try:
+        os.kill(child.pid, 9)
+        os.waitpid(child.pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
 
 
 def _stop_all() -> None:

@@ -1,0 +1,81 @@
+"""advisor/forked.py: a forked child sends back one value, or nothing whole, and the parent always learns which."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from advisor import forked
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def test_the_childs_value_comes_back() -> None:
+    pid, fd = forked.start(lambda: {"facts": [("gpu.idle_fraction", 0.25)], "n": list(range(100_000))})
+    ok, value = forked.receive(pid, fd)
+    assert ok
+    assert value["facts"] == [("gpu.idle_fraction", 0.25)]
+    assert value["n"][-1] == 99_999
+
+
+def test_a_value_of_none_is_sent_as_a_value() -> None:
+    pid, fd = forked.start(lambda: None)
+    assert forked.receive(pid, fd) == (True, None)
+
+
+def test_an_exception_in_the_child_sends_nothing() -> None:
+    def work() -> None:
+        raise ValueError("broken trace")
+
+    pid, fd = forked.start(work)
+    assert forked.receive(pid, fd) == (False, None)
+
+
+def test_a_value_that_cannot_be_pickled_sends_nothing() -> None:
+    pid, fd = forked.start(lambda: (lambda: 1))
+    assert forked.receive(pid, fd) == (False, None)
+
+
+def test_a_child_killed_by_a_signal_sends_nothing() -> None:
+    def work() -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    pid, fd = forked.start(work)
+    assert forked.receive(pid, fd) == (False, None)
+
+
+def test_the_child_leaves_the_parents_exit_handlers_alone(tmp_path) -> None:
+    # os._exit in the child: a parent's atexit handler or buffered output would otherwise run twice
+    marker = tmp_path / "marker"
+
+    def work() -> int:
+        marker.write_text("child ran")
+        return 7
+
+    pid, fd = forked.start(work)
+    assert forked.receive(pid, fd) == (True, 7)
+    assert marker.read_text() == "child ran"
+
+
+def test_no_fork_with_one_worker_asked_for(monkeypatch) -> None:
+    monkeypatch.setenv("ADVISOR_WORKERS", "1")
+    assert not forked.can_fork()
+    monkeypatch.setenv("ADVISOR_WORKERS", "2")
+    assert forked.can_fork()
+
+
+def test_no_fork_while_another_thread_runs(monkeypatch) -> None:
+    monkeypatch.delenv("ADVISOR_WORKERS", raising=False)
+    alone = forked.can_fork()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not forked.can_fork()
+    finally:
+        stop.set()
+        thread.join()
+    assert forked.can_fork() == alone
