@@ -127,6 +127,18 @@ def test_autograd_recording_is_priced_by_the_kind_of_op(tmp_path: Path) -> None:
     assert old["workload.autograd_ms"] == pytest.approx(2 * 2.0 / 1e3)  # a run.json before the kinds: per node
 
 
+def test_autograd_recording_is_stretched_as_the_profiler_stretched_the_step(tmp_path: Path) -> None:
+    """The probes price an op without the profiler; the recorded steps (1 ms) took twice the unprofiled ones."""
+    costs = {"dispatch_us": 3.0, "autograd_us": 2.0, "autograd_us_by_kind": {"pointwise": 2.0, "matmul": 20.0}}
+    f = _inference(tmp_path, recorded=True, run_meta={"host_costs": costs, "unprofiled_step_ms": [0.5, 0.4, 0.6]})
+    assert f["workload.autograd_ms_unprofiled"] == pytest.approx(0.022)
+    assert f["workload.autograd_ms"] == pytest.approx(0.044)
+    assert f["workload.autograd_step_share"] == pytest.approx(0.044)  # the same share of the unprofiled step
+    # unprofiled steps that were slower than the recorded ones (a burst of other work): never shrunk
+    slower = _inference(tmp_path, recorded=True, run_meta={"host_costs": costs, "unprofiled_step_ms": [2.0]})
+    assert slower["workload.autograd_ms"] == pytest.approx(0.022)
+
+
 # real inference traces (AMD MI300X, recorded by others with the PyTorch Profiler) --------------------------------
 
 SGLANG = ("tracelens", "mi300x", "sglang_qwen3_8b_decode_graph", "trace.json.gz")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import statistics
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from advisor.analyze.framework.view import TraceView
 from advisor.naming import SOURCE_PREFIX, parse_source_label
 
-__all__ = ["NS_PER_MS", "call_site_of", "call_site_of_rows", "in_steps", "per_step_ms", "site", "step_ms"]
+__all__ = ["NS_PER_MS", "call_site_of", "call_site_of_rows", "in_steps", "per_step_ms", "profiler_stretch", "site",
+           "step_ms", "unprofiled_step_ms"]
 
 NS_PER_MS = 1e6
 
@@ -16,6 +20,23 @@ NS_PER_MS = 1e6
 def step_ms(view: TraceView) -> float:
     """Mean wall time of an analysed step, in ms."""
     return float(view.steps["dur"].mean()) / NS_PER_MS if view.step_count else 0.0
+
+
+def unprofiled_step_ms(times: Any) -> tuple[float, int] | None:
+    """The median of run.json's ``unprofiled_step_ms`` (the steps the collector timed after the window, without
+    the profiler) and how many there were; None without such steps."""
+    if not isinstance(times, list):
+        return None
+    known = [float(t) for t in times if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0]
+    return (statistics.median(known), len(known)) if known else None
+
+
+def profiler_stretch(view: TraceView) -> float | None:
+    """How many times longer the recorded steps took than the same steps without the profiler, its labels and
+    the source marker (``steps.profiler_overhead`` + 1); None for a trace without unprofiled steps beside it."""
+    unprofiled = unprofiled_step_ms(view.run_meta.get("unprofiled_step_ms"))
+    profiled = step_ms(view)
+    return profiled / unprofiled[0] if unprofiled and profiled else None
 
 
 def per_step_ms(view: TraceView, total_ns: float) -> float:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.framework.per_step import NS_PER_MS
+from advisor.analyze.framework.per_step import NS_PER_MS, unprofiled_step_ms
 from advisor.analyze.framework.phases import split_step
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import analyzer
@@ -86,11 +85,9 @@ def step_split(view: TraceView) -> dict[str, Any]:
 
 def _unprofiled(times: Any, profiled_ms: float) -> dict[str, Any]:
     """The unprofiled steps' facts from run.json's ``unprofiled_step_ms``; none without such steps."""
-    if not isinstance(times, list):
+    unprofiled = unprofiled_step_ms(times)
+    if unprofiled is None:
         return {}
-    known = [float(t) for t in times if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0]
-    if not known:
-        return {}
-    median = statistics.median(known)
-    return {"steps.unprofiled_ms": median, "steps.unprofiled_count": len(known),
+    median, count = unprofiled
+    return {"steps.unprofiled_ms": median, "steps.unprofiled_count": count,
             "steps.profiler_overhead": profiled_ms / median - 1 if profiled_ms else None}
