@@ -177,6 +177,8 @@ class Child:
             "environment": describe_environment(),
             "threads_at_capture": d.capture_threads if d else None,
             "host_costs": d.host_costs if d else None,
+            # the DataLoader fetches timed while the labels were on: wall and CPU time (advisor.collect.labels)
+            "dataloader_fetch": d.labels.fetch_times.as_json() if d and d.labels else None,
             # the steps after the window, timed without the profiler (see advisor.collect.steps)
             "unprofiled_step_ms": list(d.unprofiled_step_ms) if d else [],
             # what the window recorded: none, partial (the script ended inside it) or complete

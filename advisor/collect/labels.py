@@ -14,7 +14,11 @@ How each phase is found without touching the script:
   wrapped (``Tensor.backward`` calls the former).
 - optimizer: global optimizer step pre/post hooks (owned by the step driver),
   and ``GradScaler.step``, whose unscaling belongs to the update.
-- dataloader: ``_BaseDataLoaderIter.__next__`` is wrapped.
+- dataloader: ``_BaseDataLoaderIter.__next__`` is wrapped. While the labels
+  are on, each fetch's wall time and this thread's CPU time in it are added
+  up (:class:`FetchTimes`): a fetch in the training process that mostly
+  waits (storage, a network file system, a lock) frees its core for worker
+  processes, one that computes does not, and the trace cannot tell them apart.
 
 Phases do not nest. A closure passed to ``optimizer.step(closure)`` (LBFGS,
 PyTorch Lightning's automatic optimization, any ``step(closure)`` loop) runs
@@ -35,7 +39,9 @@ run; they cost one Python call per step.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -43,7 +49,7 @@ from torch.utils.data import dataloader as _dl
 
 from advisor.naming import CLOSURE, PHASE_NAMES, RECOMPUTE, module_label
 
-__all__ = ["PhaseLabels", "Range", "fast_range", "nvtx_available", "patch_dataloader_next", "patch_grad_scaler"]
+__all__ = ["FetchTimes", "PhaseLabels", "Range", "fast_range", "nvtx_available", "patch_dataloader_next", "patch_grad_scaler"]
 
 try:  # nvtx is a dependency, but a broken native library must not stop the run
     import nvtx as _nvtx
@@ -120,6 +126,22 @@ class _Ranges:
             rng.close()
 
 
+@dataclass
+class FetchTimes:
+    """The DataLoader fetches made while the labels were on: how many, their wall time, and the CPU time of the
+    thread that made them (``time.thread_time_ns``: its own work, not the time it waited)."""
+
+    fetches: int = 0
+    wall_ns: int = 0
+    cpu_ns: int = 0
+
+    def as_json(self) -> dict[str, float] | None:
+        """For run.json (``dataloader_fetch``); None when no fetch was timed."""
+        if not self.fetches:
+            return None
+        return {"fetches": self.fetches, "wall_ms": round(self.wall_ns / 1e6, 3), "cpu_ms": round(self.cpu_ns / 1e6, 3)}
+
+
 class PhaseLabels:
     """Installs and removes the phase ranges; tracks which phase is open.
 
@@ -143,6 +165,8 @@ class PhaseLabels:
         self._names: dict[int, str] = {}
         self._handles: list[Any] = []
         self._patched: list[tuple[Any, str, Any]] = []
+        #: the fetches timed while the labels were on (the warm-up and recorded steps)
+        self.fetch_times = FetchTimes()
 
     @property
     def installed(self) -> bool:
@@ -334,9 +358,14 @@ def patch_dataloader_next(on_next: Callable[[], None], labels_of: Callable[[], P
             return original(self)
         rng.open()
         labels.current = "dataloader"
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
         try:
             return original(self)
         finally:
+            times = labels.fetch_times
+            times.cpu_ns += time.thread_time_ns() - cpu
+            times.wall_ns += time.perf_counter_ns() - wall
+            times.fetches += 1
             rng.close()
             labels.current = None
 

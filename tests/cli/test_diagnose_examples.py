@@ -38,6 +38,15 @@ def test_planted_bottleneck_is_the_top_diagnosis(diagnosed_examples, example: st
     assert any(planted <= ln <= planted + 3 for ln in where_lines), (top["where"], planted)
 
 
+def test_a_fetch_that_waits_on_storage_is_seen_to_wait(diagnosed_examples) -> None:
+    """slow_dataloader.py sleeps 1.5 ms per sample, as a network file system keeps a reader waiting: most of
+    each fetch is not CPU work, so DL001's estimate leaves the cores to the training after the fix."""
+    run = diagnosed_examples["slow_dataloader"]
+    assert run.json("run.json")["dataloader_fetch"]["fetches"] >= 5
+    assert run.facts["dataloader.fetch_cpu_share"] < 0.5
+    assert run.facts["dataloader.remaining_ms"] < 0.5 * run.facts["phases.dataloader.ms"]
+
+
 def test_healthy_control_raises_nothing_high(diagnosed_examples) -> None:
     run = diagnosed_examples["healthy"]
     assert run.cli.code == 0, run.cli.output
