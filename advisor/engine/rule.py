@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 from typing import Any, Union
 
 from advisor.expr.expression import Expression, compile_expression
@@ -139,23 +140,48 @@ class Rule:
 
 
 class CompiledRule:
-    """The parsed expressions and templates of one rule."""
+    """The parsed expressions and templates of one rule, each parsed when first read: a run evaluates every
+    rule's ``when`` and most stay quiet, so their impact, tiers and texts are never needed (about half the
+    time the rules took on a small trace went to parsing texts that were never rendered)."""
 
     def __init__(self, rule: Rule) -> None:
-        self.when: Expression = compile_expression(rule.when)
-        self.impact: Expression | None = compile_expression(rule.impact.ms_per_step) if rule.impact else None
-        phase = rule.impact.phase if rule.impact else None
+        self.rule = rule
+
+    @cached_property
+    def when(self) -> Expression:
+        return compile_expression(self.rule.when)
+
+    @cached_property
+    def impact(self) -> Expression | None:
+        return compile_expression(self.rule.impact.ms_per_step) if self.rule.impact else None
+
+    @cached_property
+    def phase(self) -> Expression | None:
+        phase = self.rule.impact.phase if self.rule.impact else None
         if phase and PHASE_NAME.match(phase):  # a bare name is the phase itself: `phase: dataloader`
             phase = f'"{phase}"'
-        self.phase: Expression | None = compile_expression(phase) if phase else None
-        self.refines: list[Expression] = [compile_expression(r.when) for r in rule.refines]
-        self.evidence: Expression | None = compile_expression(rule.evidence) if rule.evidence else None
-        self.kernels: Expression | None = compile_expression(rule.kernels) if rule.kernels else None
-        self.tiers: list[tuple[Severity, Expression]] = (
-            [(t.level, compile_expression(t.when)) for t in rule.severity]
-            if isinstance(rule.severity, list) else []
-        )
-        self.texts: dict[str, Template] = {f: Template(getattr(rule, f)) for f in ("what", "where", "why", "fix")}
+        return compile_expression(phase) if phase else None
+
+    @cached_property
+    def refines(self) -> list[Expression]:
+        return [compile_expression(r.when) for r in self.rule.refines]
+
+    @cached_property
+    def evidence(self) -> Expression | None:
+        return compile_expression(self.rule.evidence) if self.rule.evidence else None
+
+    @cached_property
+    def kernels(self) -> Expression | None:
+        return compile_expression(self.rule.kernels) if self.rule.kernels else None
+
+    @cached_property
+    def tiers(self) -> list[tuple[Severity, Expression]]:
+        severity = self.rule.severity
+        return [(t.level, compile_expression(t.when)) for t in severity] if isinstance(severity, list) else []
+
+    @cached_property
+    def texts(self) -> dict[str, Template]:
+        return {f: Template(getattr(self.rule, f)) for f in ("what", "where", "why", "fix")}
 
     def expressions(self) -> Iterator[tuple[tuple[Any, ...], Expression]]:
         """Every expression of the rule, with the path of the field that holds it (for lint messages)."""
