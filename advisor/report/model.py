@@ -122,6 +122,8 @@ def loop_note(facts: Mapping[str, Any]) -> str | None:
 
 #: the profiler's share of the recorded step from which the summary warns that the times include it
 PROFILER_OVERHEAD_NOTE = 0.25
+#: the later recorded steps over the earlier ones from which the summary says the steps slowed down in the window
+WINDOW_DRIFT_NOTE = 1.5
 
 
 def profiler_note(facts: Mapping[str, Any]) -> str | None:
@@ -136,7 +138,20 @@ def profiler_note(facts: Mapping[str, Any]) -> str | None:
         return said + "."
     return (said + f": profiling made the recorded steps {fmt_pct(overhead)} longer. The times and gains in this "
             "report are the recorded ones; in proportion to the step they hold, but in milliseconds expect "
-            f"about {fmt_pct(unprofiled / step)} of them without the profiler.")
+            f"about {fmt_pct(unprofiled / step)} of them without the profiler." + _drift_note(facts))
+
+
+def _drift_note(facts: Mapping[str, Any]) -> str:
+    """A sentence when the recorded steps slowed down as the window went on; "" otherwise."""
+    drift = facts.get("steps.window_drift")
+    if not isinstance(drift, (int, float)) or drift < WINDOW_DRIFT_NOTE:
+        return ""
+    return (f" The recorded steps also slowed down as the window went on (the later half took {drift:.1f} times "
+            "the earlier half): the profiler keeps every operator's inputs until it stops (record_shapes), so the "
+            "process grows with each recorded step, and where new memory is slow to fault in (on virtual "
+            "machines in particular) the later steps pay for it. As the steps after the window were faster, that "
+            "extra time is most likely the profiler's, not your program's; a shorter window (--active 3) keeps "
+            "more of it out.")
 
 
 def _summary(facts: Mapping[str, Any], diagnoses: list[dict[str, Any]]) -> dict[str, Any]:

@@ -34,6 +34,8 @@ PROVIDES = (
     FactSpec("steps.unprofiled_count", "count", "how many steps after the window were timed without the profiler"),
     FactSpec("steps.profiler_overhead", "fraction", "how much longer the recorded steps took than the unprofiled "
              "ones: steps.time_ms / steps.unprofiled_ms - 1 (the profiler's own cost, in the recorded times)"),
+    FactSpec("steps.window_drift", "ratio", "the later half of the recorded steps' mean time over the earlier "
+             "half's (at least four steps): above 1 when the steps slowed down as the recording went on"),
     FactSpec("steps.table", "table", "every analysed step and its phase split", columns={
         "step": "count: step number", "time_ms": "ms: wall time",
         **{f"{p}_ms": f"ms: time in {p}" for p in PHASES},
@@ -68,6 +70,7 @@ def step_split(view: TraceView) -> dict[str, Any]:
         "steps.table": records(rows),
     }
     out["steps.spread"] = (out["steps.time_ms_max"] - out["steps.time_ms_min"]) / mean if mean else 0.0
+    out["steps.window_drift"] = _drift([r["time_ms"] for r in rows])
     out.update(_unprofiled(view.run_meta.get("unprofiled_step_ms"), mean))
     sources = view.phase_sources
     table = []
@@ -81,6 +84,19 @@ def step_split(view: TraceView) -> dict[str, Any]:
                       "source": sources.get(p, "the rest of the step") if p != "other" else "the rest of the step"})
     out["phases.table"] = table
     return out
+
+
+#: fewer recorded steps than this say nothing about a trend within the window
+MIN_DRIFT_STEPS = 4
+
+
+def _drift(times: list[float]) -> float | None:
+    """Mean of the later half of ``times`` over the earlier half's (the middle one of an odd count left out)."""
+    if len(times) < MIN_DRIFT_STEPS:
+        return None
+    half = len(times) // 2
+    early, late = sum(times[:half]) / half, sum(times[-half:]) / half
+    return late / early if early > 0 else None
 
 
 def _unprofiled(times: Any, profiled_ms: float) -> dict[str, Any]:
