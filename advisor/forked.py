@@ -25,10 +25,19 @@ def can_fork() -> bool:
             and threading.active_count() == 1)
 
 
-def start(work: Callable[[], Any]) -> tuple[int, int]:
-    """Fork a child that sends ``work()`` back; its pid and the pipe to :func:`receive` it from."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
+def start(work: Callable[[], Any]) -> tuple[int, int] | None:
+    """Fork a child that sends ``work()`` back; its pid and the pipe to :func:`receive` it from, or None when
+    the system would not make the pipe or the process (too many processes, no memory): do the work here."""
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return None
     if pid == 0:  # the child: never returns
         os.close(read_fd)
         code = 1

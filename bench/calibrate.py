@@ -1,6 +1,7 @@
 """Are the advisor's estimated gains right? Each planted example against its fixed twin.
 
     PYTHONPATH=$PWD python bench/calibrate.py [--repeat 3] [--only python_loop.py] [--json cal.json]
+                                              [--threads 1] [--prefault-gib 4]
 
 For every row of ``examples/calibration.yaml`` (an example with a planted
 bottleneck, the rule that must fire on it, the arguments of its fixed twin,
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import mmap
 import os
 import statistics
 import subprocess
@@ -102,8 +104,23 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _advisor(*args: str, log: Path, env: dict[str, str] | None = None) -> None:
+def prefault(gib: float) -> None:
+    """Touch ``gib`` GiB of fresh memory and give it back. On a VM whose host takes back memory the guest
+    leaves idle, memory the guest has not touched lately faults in several times slower; a recording that grows
+    (the profiler holds every operator's inputs) then slows down mid-window at random. Memory touched just
+    before a run is fast to fault in again for the next seconds (bench/README.md)."""
+    if gib <= 0:
+        return
+    size = int(gib * (1 << 30))
+    page = mmap.PAGESIZE
+    with mmap.mmap(-1, size) as memory:
+        for offset in range(0, size, page):
+            memory[offset] = 1
+
+
+def _advisor(*args: str, log: Path, env: dict[str, str] | None = None, prefault_gib: float = 0.0) -> None:
     env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    prefault(prefault_gib)
     with log.open("a") as out:
         proc = subprocess.run([sys.executable, "-m", "advisor", *args], cwd=REPO, env=env, stdout=out,
                               stderr=subprocess.STDOUT)
@@ -116,15 +133,16 @@ def _diagnoses(run: Path) -> dict[str, dict[str, Any]]:
     return {d["rule_id"]: d for d in data.get("diagnoses", [])}
 
 
-def run_pair(row: dict[str, Any], folder: Path, extra: list[str]) -> dict[str, Any]:
+def run_pair(row: dict[str, Any], folder: Path, extra: list[str], prefault_gib: float = 0.0) -> dict[str, Any]:
     """One slow run, its fixed twin and their comparison; the figures of ``row['rule']``."""
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "advisor.log"
     script = str(EXAMPLES / row["example"])
     options = ["--no-escalate", "-q", *extra, *row["diagnose_args"]]
     slow, fixed, compared = folder / "slow", folder / "fixed", folder / "compare"
-    _advisor("diagnose", script, *options, "--out", str(slow), log=log, env=row["env"])
-    _advisor("diagnose", script, *options, "--out", str(fixed), "--", *row["fixed_args"], log=log, env=row["env"])
+    _advisor("diagnose", script, *options, "--out", str(slow), log=log, env=row["env"], prefault_gib=prefault_gib)
+    _advisor("diagnose", script, *options, "--out", str(fixed), "--", *row["fixed_args"], log=log, env=row["env"],
+             prefault_gib=prefault_gib)
     _advisor("compare", str(slow), str(fixed), "-q", "--out", str(compared), log=log)
     data = json.loads((compared / "compare.json").read_text())
     rule = row["rule"]
@@ -228,6 +246,10 @@ def main() -> None:
                         help="OMP_NUM_THREADS for every run (examples that set their own threads keep theirs): one "
                              "thread keeps a busy machine's scheduler out of the figures, as parallel operators "
                              "on a shared core wait for a descheduled thread at every barrier")
+    parser.add_argument("--prefault-gib", type=float, default=0.0, metavar="GIB",
+                        help="touch this much fresh memory before each diagnose run: on a VM that takes back idle "
+                             "guest memory, a recording that grows otherwise slows down mid-window at random "
+                             "(see bench/README.md); 0 (default): never")
     parser.add_argument("--table", type=Path, default=TABLE,
                         help="the calibration table (default examples/calibration.yaml)")
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -247,7 +269,8 @@ def main() -> None:
     extra = ["--active", str(args.active)] if args.active else []
     before = load_average()
     print(f"load average before: {before} ({os.cpu_count()} CPUs); runs in {out}"
-          + (f"; OMP_NUM_THREADS={threads}" if threads else ""))
+          + (f"; OMP_NUM_THREADS={threads}" if threads else "")
+          + (f"; {args.prefault_gib:g} GiB touched before each run" if args.prefault_gib else ""))
     results = []
     for row in rows:
         env = " ".join(f"{k}={v}" for k, v in row["env"].items())
@@ -255,7 +278,7 @@ def main() -> None:
               + (f"; both runs with {env}" if env else "") + ")")
         pairs = []
         for n in range(1, args.repeat + 1):
-            pairs.append(run_pair(row, out / Path(row["example"]).stem / f"pair{n}", extra))
+            pairs.append(run_pair(row, out / Path(row["example"]).stem / f"pair{n}", extra, args.prefault_gib))
             print_pair(n, pairs[-1])
         results.append(summarise(row, pairs))
     print_table(results)
@@ -263,7 +286,7 @@ def main() -> None:
     print(f"\nload average after: {after}")
     if args.json:
         args.json.write_text(json.dumps({"load_before": before, "load_after": after, "cpus": os.cpu_count(),
-                                         "repeat": args.repeat, "threads": threads,
+                                         "repeat": args.repeat, "threads": threads, "prefault_gib": args.prefault_gib,
                                          "results": results}, indent=1))
     sys.exit(0 if all(r["result"] == "PASS" for r in results) else 1)
 

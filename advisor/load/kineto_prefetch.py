@@ -50,7 +50,10 @@ def start(paths: list[Path]) -> None:
     key = path.resolve()
     if key in _CHILDREN:
         return
-    pid, fd = forked.start(lambda: _decode(path))
+    child = forked.start(lambda: _decode(path))
+    if child is None:  # the system made no process: the load reads the file itself
+        return
+    pid, fd = child
     if not _CHILDREN:
         atexit.register(_stop_all)
     _CHILDREN[key] = _Child(pid, fd)

@@ -56,11 +56,11 @@ def test_on_two_cores_the_workers_take_half_the_wait_back_from_the_training(tmp_
 
 
 def test_a_fetch_that_mostly_waits_leaves_its_core_to_the_training(tmp_path) -> None:
-    """The collector timed the fetches: 10% of their wall time was the training thread's CPU time (a file system
-    that keeps it waiting); only that part competes with the training for the cores."""
+    """The collector timed the fetches: the process's CPU time was 10% of their wall time (a file system that
+    keeps it waiting); only that part competes with the training for the cores."""
     meta = {**_meta(2, 2), "dataloader_fetch": {"fetches": 8, "wall_ms": 480.0, "cpu_ms": 48.0}}
     facts = _facts(tmp_path, _trace(SINGLE), meta)
-    assert facts["dataloader.fetch_cpu_share"] == pytest.approx(0.1)
+    assert facts["dataloader.fetch_cpu_ratio"] == pytest.approx(0.1)
     assert facts["dataloader.remaining_ms"] == pytest.approx((2 * 40.0 + 6.0) / 2 - 40.0)
     # just under the wait spread over the workers: then that is the step
     meta["dataloader_fetch"]["cpu_ms"] = 0.0
@@ -70,13 +70,18 @@ def test_a_fetch_that_mostly_waits_leaves_its_core_to_the_training(tmp_path) -> 
     meta["dataloader_fetch"]["cpu_ms"] = 480.0
     assert _facts(tmp_path, _trace(SINGLE), meta)["dataloader.remaining_ms"] == pytest.approx((2 * 40.0 + 60.0) / 2
                                                                                                - 40.0)
+    # a collate on two threads: twice the wait in CPU work
+    meta["dataloader_fetch"]["cpu_ms"] = 960.0
+    facts = _facts(tmp_path, _trace(SINGLE), meta)
+    assert facts["dataloader.fetch_cpu_ratio"] == pytest.approx(2.0)
+    assert facts["dataloader.remaining_ms"] == pytest.approx((2 * 40.0 + 120.0) / 2 - 40.0)
 
 
 @pytest.mark.parametrize("timed", [None, {}, {"fetches": 0, "wall_ms": 0.0, "cpu_ms": 0.0},
                                    {"wall_ms": "x", "cpu_ms": 1.0}, {"wall_ms": True, "cpu_ms": 1.0}])
 def test_fetch_times_that_say_nothing_count_the_whole_wait_as_cpu_work(tmp_path, timed) -> None:
     facts = _facts(tmp_path, _trace(SINGLE), {**_meta(2, 2), "dataloader_fetch": timed})
-    assert "dataloader.fetch_cpu_share" not in facts
+    assert "dataloader.fetch_cpu_ratio" not in facts
     assert facts["dataloader.remaining_ms"] == pytest.approx((2 * 40.0 + 60.0) / 2 - 40.0)
 
 

@@ -130,3 +130,19 @@ def test_when_one_process_is_used(forks, monkeypatch) -> None:
     assert not parallel.two_cores_pay(view)
     registry.run_analyzers(view, "framework", two_cores=True)
     assert not forks
+
+
+def test_a_fork_the_system_refuses_leaves_the_work_here(forks, monkeypatch) -> None:
+    """Too many processes or no memory for one (EAGAIN, ENOMEM): the analyzers run here, no pipe is left open."""
+    def refuse():
+        raise OSError(11, "Resource temporarily unavailable")
+
+    serial = registry.run_analyzers(_view(), "framework")
+    monkeypatch.setattr(parallel.os, "fork", refuse)
+    open_before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    told = []
+    shared = registry.run_analyzers(_view(), "framework", two_cores=True, on_progress=lambda d, t: told.append(d))
+    assert _as_list(shared) == _as_list(serial)
+    assert told and told == list(range(1, len(told) + 1))  # each analyzer told as it finished here
+    if open_before is not None:
+        assert len(os.listdir("/proc/self/fd")) == open_before

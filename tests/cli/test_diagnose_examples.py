@@ -43,7 +43,7 @@ def test_a_fetch_that_waits_on_storage_is_seen_to_wait(diagnosed_examples) -> No
     each fetch is not CPU work, so DL001's estimate leaves the cores to the training after the fix."""
     run = diagnosed_examples["slow_dataloader"]
     assert run.json("run.json")["dataloader_fetch"]["fetches"] >= 5
-    assert run.facts["dataloader.fetch_cpu_share"] < 0.5
+    assert run.facts["dataloader.fetch_cpu_ratio"] < 0.5
     assert run.facts["dataloader.remaining_ms"] < 0.5 * run.facts["phases.dataloader.ms"]
 
 

@@ -149,10 +149,10 @@ def test_without_an_optimizer_dataloader_batches_are_the_steps(tmp_path: Path) -
     assert meta["outcome"] == "captured" and meta["step_method"] == "dataloader"
     facts = _facts(out)
     assert facts["steps.method"] == "dataloader" and facts["steps.count"] == 5
-    # the fetches of the warm-up and recorded steps, timed: wall and the training thread's CPU time
+    # the fetches of the warm-up and recorded steps, timed: wall and the process's CPU time
     timed = meta["dataloader_fetch"]
-    assert timed["fetches"] >= 5 and 0 < timed["cpu_ms"] <= timed["wall_ms"] * 1.05
-    assert 0 < facts["dataloader.fetch_cpu_share"] <= 1
+    assert timed["fetches"] >= 5 and timed["wall_ms"] > 0 and timed["cpu_ms"] > 0
+    assert facts["dataloader.fetch_cpu_ratio"] == pytest.approx(timed["cpu_ms"] / timed["wall_ms"])
     sources = {row["phase"]: row["source"] for row in facts["phases.table"]}
     assert sources["dataloader"] == sources["forward"] == sources["backward"] == "advisor labels"
     assert "steps recognised by dataloader" in (out / "report.md").read_text()

@@ -10,9 +10,10 @@ training, so the step becomes the longest of
 - one step's loading spread over the workers, ``wait / cores``;
 - all the CPU work of a step spread over the cores, ``(train_cpu + load_cpu) / cores``: the training's own
   CPU time is its operators' time on ``train_threads`` threads plus the rest of the step on one; the
-  loading's is the wait times ``dataloader.fetch_cpu_share``, the part of the fetches' wall time that the
-  training thread spent on the CPU (the collector times both, run.json ``dataloader_fetch``). The rest
-  of a fetch waits (storage, a network file system, a sleep) and leaves the core to the training.
+  loading's is the wait times ``dataloader.fetch_cpu_ratio``, the process's CPU time during the fetches
+  over their wall time (the collector times both, run.json ``dataloader_fetch``). Below 1, a fetch waits
+  (storage, a network file system, a sleep) and leaves the core to the training; above 1, it computes on
+  several threads.
   The trace cannot tell reading from computing inside a fetch, so without that measurement (a trace
   from elsewhere) the whole wait counts as CPU work.
 
@@ -47,9 +48,10 @@ PROVIDES = (
     FactSpec("dataloader.train_threads", "count",
              "threads the training's operators run on (torch intra-op threads, at most the cores; 1 on a GPU)"),
     FactSpec("dataloader.compute_ms", "ms", "the step less its data wait: the training's own time per step"),
-    FactSpec("dataloader.fetch_cpu_share", "fraction",
-             "of the fetches' wall time in the training process, the part its thread spent on the CPU (the rest "
-             "waited: storage, a network file system, a sleep), as the collector timed them"),
+    FactSpec("dataloader.fetch_cpu_ratio", "ratio",
+             "the training process's CPU time during its DataLoader fetches over their wall time, as the collector "
+             "timed them: below 1 the fetches waited (storage, a network file system, a sleep), above 1 they "
+             "computed on several threads"),
     FactSpec("dataloader.remaining_ms", "ms",
              "data loading's cost per step once it keeps ahead of the training (workers beside it): how far the "
              "step stays above the training alone"),
@@ -132,22 +134,22 @@ def _overlap(view: TraceView, fetches: np.ndarray, multiprocess: bool) -> dict[s
     op_ms = float(host["dur"].to_numpy()[on_main & (host["phase"] != "dataloader").to_numpy()].sum()) / steps / NS_PER_MS
     op_ms = min(op_ms, compute)
     train_cpu = threads * op_ms + (compute - op_ms)
-    cpu_share = _fetch_cpu_share(view.run_meta.get("dataloader_fetch"))
-    if cpu_share is not None:
-        out["dataloader.fetch_cpu_share"] = cpu_share
-    load_cpu = wait * (1.0 if cpu_share is None else cpu_share)
+    cpu_ratio = _fetch_cpu_ratio(view.run_meta.get("dataloader_fetch"))
+    if cpu_ratio is not None:
+        out["dataloader.fetch_cpu_ratio"] = cpu_ratio
+    load_cpu = wait * (1.0 if cpu_ratio is None else cpu_ratio)
     step_after = max(compute, wait / cores, (train_cpu + load_cpu) / cores)
     out.update({"dataloader.cores": cores, "dataloader.train_threads": threads,
                 "dataloader.remaining_ms": step_after - compute})
     return out
 
 
-def _fetch_cpu_share(timed: Any) -> float | None:
-    """CPU time over wall time of the fetches the collector timed (run.json ``dataloader_fetch``), within
-    [0, 1]; None when it timed none."""
+def _fetch_cpu_ratio(timed: Any) -> float | None:
+    """CPU time over wall time of the fetches the collector timed (run.json ``dataloader_fetch``), at least 0;
+    None when it timed none."""
     if not isinstance(timed, dict):
         return None
     wall, cpu = timed.get("wall_ms"), timed.get("cpu_ms")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (wall, cpu)) or wall <= 0:
         return None
-    return min(max(cpu / wall, 0.0), 1.0)
+    return max(cpu / wall, 0.0)

@@ -53,7 +53,7 @@ PROVIDES = (
              "grad mode adds to an op of its kind in the run's process, measured before our instrumentation"),
     FactSpec("workload.autograd_step_share", "fraction", "inference: workload.autograd_ms as a share of the step"),
     FactSpec("autograd.us_per_op", "us", "host time autograd adds to one recorded op, measured in the run's "
-             "process just before the recording"),
+             "process before the warm-up and before the collector's labels"),
     FactSpec("optimizer.closure", "bool", "forward and backward ran inside optimizer.step() (a closure: LBFGS, "
              "Lightning's automatic optimization); they count as forward and backward"),
     FactSpec("optimizer.closure_ms", "ms", "time per step inside closures run by optimizer.step()"),
