@@ -44,9 +44,17 @@ SUCCESS = ("captured", "completed", "exited")
 _SEVERITY = ("error", "crashed", "timeout", "interrupted", "terminated", "captured", "exited", "completed")
 
 #: Ctrl-C while the child still imports torch (seconds, on a cold start) ends it quietly with 130, as it
-#: ends the script later: nothing was recorded yet, and the parent says so in one line.
-_STUB = ("import sys\ntry:\n    from advisor.collect.bootstrap import main\nexcept KeyboardInterrupt:\n"
-         "    sys.exit(130)\nmain(sys.argv[1])")
+#: ends the script later: nothing was recorded yet, and the parent says so in one line. The interrupt does not
+#: always surface as KeyboardInterrupt: inside numpy's extension module, which torch imports, it came out as
+#: "ImportError: cannot load module more than once per process" (CI); so whatever the import raises after a
+#: SIGINT is that interrupt.
+_STUB = ("import signal, sys\n_hit = []\n"
+         "def _interrupted(signum, frame):\n    _hit.append(signum)\n    raise KeyboardInterrupt\n"
+         "_before = signal.getsignal(signal.SIGINT)\n"
+         "if _before is signal.default_int_handler:\n    signal.signal(signal.SIGINT, _interrupted)\n"
+         "try:\n    from advisor.collect.bootstrap import main\nexcept BaseException:\n"
+         "    if _hit:\n        sys.exit(130)\n    raise\n"
+         "signal.signal(signal.SIGINT, _before)\nmain(sys.argv[1])")
 
 
 @dataclass
