@@ -156,6 +156,12 @@ class Child:
                 pass
         # The script is stopped mid-run: its DataLoader workers would otherwise
         # linger until they notice (up to 5 s), holding the tool's session open.
+        # torch's SIGCHLD handler raises "DataLoader worker ... is killed by signal" in this thread when a worker
+        # killed here dies, which once turned a captured run into a script error (CI): not ours to hear now.
+        try:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        except (AttributeError, ValueError):  # no SIGCHLD (Windows), or not the main thread
+            pass
         for child in multiprocessing.active_children():
             child.kill()
         if self.cfg.mode == "nvtx":
