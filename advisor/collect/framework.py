@@ -47,13 +47,15 @@ _SEVERITY = ("error", "crashed", "timeout", "interrupted", "terminated", "captur
 #: ends the script later: nothing was recorded yet, and the parent says so in one line. The interrupt does not
 #: always surface as KeyboardInterrupt: inside numpy's extension module, which torch imports, it came out as
 #: "ImportError: cannot load module more than once per process" (CI); so whatever the import raises after a
-#: SIGINT is that interrupt.
+#: SIGINT is that interrupt; and a SIGINT the import swallowed (it came through, once, as a finished import and a
+#: script that then ran to its end) ends the child before the script starts.
 _STUB = ("import signal, sys\n_hit = []\n"
          "def _interrupted(signum, frame):\n    _hit.append(signum)\n    raise KeyboardInterrupt\n"
          "_before = signal.getsignal(signal.SIGINT)\n"
          "if _before is signal.default_int_handler:\n    signal.signal(signal.SIGINT, _interrupted)\n"
          "try:\n    from advisor.collect.bootstrap import main\nexcept BaseException:\n"
          "    if _hit:\n        sys.exit(130)\n    raise\n"
+         "if _hit:\n    sys.exit(130)\n"
          "signal.signal(signal.SIGINT, _before)\nmain(sys.argv[1])")
 
 

@@ -147,8 +147,10 @@ def test_ctrl_c_while_analyze_writes_the_report(tmp_path: Path) -> None:
     assert "steps.time_ms" in facts  # what was analysed is kept and reported
 
 
-@pytest.mark.parametrize("interrupted", [True, False], ids=["after Ctrl-C", "a real import error"])
-def test_an_import_that_fails_after_ctrl_c_ends_the_child_quietly(tmp_path: Path, interrupted: bool) -> None:
+@pytest.mark.parametrize("interrupted, swallowed", [(True, False), (False, False), (True, True)],
+                         ids=["after Ctrl-C", "a real import error", "Ctrl-C swallowed by the import"])
+def test_an_import_that_fails_after_ctrl_c_ends_the_child_quietly(tmp_path: Path, interrupted: bool,
+                                                                   swallowed: bool) -> None:
     """CI once saw the interrupt come out of numpy's extension module as "ImportError: cannot load module more
     than once per process": the child's start-up counts whatever the import raises after a SIGINT as the
     interrupt (exit 130, nothing printed); an import error of its own is still shown."""
@@ -158,12 +160,13 @@ def test_an_import_that_fails_after_ctrl_c_ends_the_child_quietly(tmp_path: Path
         "import os, signal, time\n"
         + ("try:\n    os.kill(os.getpid(), signal.SIGINT)\n    time.sleep(5)\nexcept KeyboardInterrupt:\n"
            if interrupted else "if True:\n")
-        + "    raise ImportError('cannot load module more than once per process')\n")
+        + ("    pass\ndef main(config):\n    print('the script ran')\n" if swallowed
+           else "    raise ImportError('cannot load module more than once per process')\n"))
     stub = _STUB.replace("from advisor.collect.bootstrap import main", "from failing_import import main")
     assert stub != _STUB
     proc = subprocess.run([sys.executable, "-c", stub, "config.json"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=60, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     if interrupted:
-        assert proc.returncode == 130 and proc.stderr == "", proc.stderr
+        assert proc.returncode == 130 and proc.stderr == "" and "the script ran" not in proc.stdout, proc.stderr
     else:
         assert proc.returncode == 1 and "ImportError: cannot load module" in proc.stderr
