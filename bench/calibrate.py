@@ -118,9 +118,8 @@ def prefault(gib: float) -> None:
             memory[offset] = 1
 
 
-def _advisor(*args: str, log: Path, env: dict[str, str] | None = None, prefault_gib: float = 0.0) -> None:
+def _advisor(*args: str, log: Path, env: dict[str, str] | None = None) -> None:
     env = {**os.environ, **(env or {}), "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    prefault(prefault_gib)
     with log.open("a") as out:
         proc = subprocess.run([sys.executable, "-m", "advisor", *args], cwd=REPO, env=env, stdout=out,
                               stderr=subprocess.STDOUT)
@@ -140,9 +139,10 @@ def run_pair(row: dict[str, Any], folder: Path, extra: list[str], prefault_gib: 
     script = str(EXAMPLES / row["example"])
     options = ["--no-escalate", "-q", *extra, *row["diagnose_args"]]
     slow, fixed, compared = folder / "slow", folder / "fixed", folder / "compare"
-    _advisor("diagnose", script, *options, "--out", str(slow), log=log, env=row["env"], prefault_gib=prefault_gib)
-    _advisor("diagnose", script, *options, "--out", str(fixed), "--", *row["fixed_args"], log=log, env=row["env"],
-             prefault_gib=prefault_gib)
+    prefault(prefault_gib)
+    _advisor("diagnose", script, *options, "--out", str(slow), log=log, env=row["env"])
+    prefault(prefault_gib)
+    _advisor("diagnose", script, *options, "--out", str(fixed), "--", *row["fixed_args"], log=log, env=row["env"])
     _advisor("compare", str(slow), str(fixed), "-q", "--out", str(compared), log=log)
     data = json.loads((compared / "compare.json").read_text())
     rule = row["rule"]
@@ -223,9 +223,10 @@ def print_table(results: list[dict[str, Any]]) -> None:
         error = f"{r['error']:+7.0%}" if r["error"] is not None else "    n/a"
         bare = f"{r['bare_error']:+7.0%}" if r.get("bare_error") is not None else "    n/a"
         medians = f"{r['error_of_medians']:+10.0%}" if r.get("error_of_medians") is not None else "       n/a"
-        judged_bare = r.get("judge") == "bare"
-        error = error if judged_bare else f"{error}*"
-        bare = f"{bare}*" if judged_bare else bare
+        if r.get("judge") == "bare":  # the judged error is marked
+            bare += "*"
+        else:
+            error += "*"
         print(f"{r['example']:<22} {r['rule']:<7} {str(r['fired']).lower():<6} {str(r['quiet_after']).lower():<6} "
               f"{_ms(r['estimate_ms'])} {_ms(r['measured_ms'])} {_ms(r['target_gain_ms']):>9} {error}  "
               f"{r['result']:<6}  {medians}  {_ms(r.get('bare_estimate_ms'))} {_ms(r.get('bare_measured_ms'))} {bare}")

@@ -49,7 +49,8 @@ from torch.utils.data import dataloader as _dl
 
 from advisor.naming import CLOSURE, PHASE_NAMES, RECOMPUTE, module_label
 
-__all__ = ["FetchTimes", "PhaseLabels", "Range", "fast_range", "nvtx_available", "patch_dataloader_next", "patch_grad_scaler"]
+__all__ = ["FetchTimes", "PhaseLabels", "Range", "fast_range", "nvtx_available", "patch_dataloader_next",
+           "patch_grad_scaler"]
 
 try:  # nvtx is a dependency, but a broken native library must not stop the run
     import nvtx as _nvtx
@@ -141,7 +142,8 @@ class FetchTimes:
         """For run.json (``dataloader_fetch``); None when no fetch was timed."""
         if not self.fetches:
             return None
-        return {"fetches": self.fetches, "wall_ms": round(self.wall_ns / 1e6, 3), "cpu_ms": round(self.cpu_ns / 1e6, 3)}
+        return {"fetches": self.fetches, "wall_ms": round(self.wall_ns / 1e6, 3),
+                "cpu_ms": round(self.cpu_ns / 1e6, 3)}
 
 
 class PhaseLabels:
