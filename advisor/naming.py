@@ -23,6 +23,7 @@ __all__ = [
     "POOL_PROBE_RANGE",
     "RECOMPUTE",
     "SAVE_RANGE",
+    "SHAPES_DIR",
     "SOURCE_PREFIX",
     "STEP_PARTS",
     "STEP_PREFIX",
@@ -58,6 +59,11 @@ CAPTURE_RANGE = "advisor::capture"
 #: a mark inside a step the script never finished (it raised, exited or was stopped);
 #: analysis leaves such a step out, so a cut-short step does not skew the step time
 PARTIAL_STEP = "advisor::partial_step"
+
+#: the folder beside a Kineto trace that holds the steps recorded for their input shapes alone (same file name):
+#: ``record_shapes`` keeps every operator's inputs alive until the profiler stops, which slows the recorded steps,
+#: so the collector records shapes in steps of their own before the warm-up (advisor.collect.steps)
+SHAPES_DIR = "shapes"
 
 #: a closure passed to optimizer.step(closure): its forward and backward are not optimizer time
 CLOSURE = "advisor::closure"

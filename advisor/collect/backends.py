@@ -10,6 +10,7 @@ mark, so analysis leaves it out).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Protocol
 
@@ -36,13 +37,28 @@ class KinetoBackend:
     The profiler is built when the warm-up begins, not before the script runs:
     whether to trace CUDA is decided by whether the script has initialised
     CUDA by then, so the collector itself never initialises it.
+
+    Input shapes are recorded apart, when the driver asks for it: with
+    ``record_shapes`` the profiler keeps a reference to every operator's
+    inputs until it stops (pytorch#133444), so each recorded step leaves its
+    activations alive, the process (or the GPU's memory) grows step after
+    step, and the later steps of the window pay for memory the script would
+    have reused. ``start_shapes``/``stop_shapes`` record steps of their own
+    before the warm-up, CPU operators only, with shapes, into ``shapes_path``
+    (:data:`~advisor.naming.SHAPES_DIR` beside the trace); the window then
+    runs without them, and the loader gives its operators the shapes
+    (:mod:`advisor.load.kineto_shapes`).
     """
 
-    def __init__(self, cfg: CollectorConfig, trace_path: str) -> None:
+    def __init__(self, cfg: CollectorConfig, trace_path: str, shapes_path: str | None = None) -> None:
         self.cfg = cfg
         self.trace_path = trace_path
+        self.shapes_path = shapes_path
         self.saved = False
+        #: the shapes were recorded in steps of their own, so the window records none
+        self.shapes_apart = False
         self.prof: Any = None
+        self._shapes_prof: Any = None
         self._step_range: Any = None
 
     def _build(self) -> Any:
@@ -55,7 +71,7 @@ class KinetoBackend:
             experimental = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
         return profile(
             activities=activities,
-            record_shapes=self.cfg.record_shapes,
+            record_shapes=self.cfg.record_shapes and not self.shapes_apart,
             profile_memory=self.cfg.profile_memory,
             with_stack=self.cfg.with_stack,
             experimental_config=experimental,
@@ -84,6 +100,27 @@ class KinetoBackend:
         self.prof.stop_trace()
         self.prof.export_chrome_trace(self.trace_path)
         self.saved = True
+
+    def start_shapes(self, step: int) -> None:
+        """Begin the steps recorded for their input shapes (before the warm-up; see the class docstring)."""
+        from torch.profiler import ProfilerActivity, profile
+
+        self._shapes_prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+        _prepare_without_inductor(self._shapes_prof)
+        self._shapes_prof.start_trace()
+        self._open_step(step)
+
+    def stop_shapes(self, save: bool = True) -> None:
+        """End the shape steps; ``save``: write them (not when the script ended before the window)."""
+        self._close_step()
+        prof, self._shapes_prof = self._shapes_prof, None
+        if prof is None:
+            return
+        prof.stop_trace()
+        if save and self.shapes_path is not None:
+            os.makedirs(os.path.dirname(self.shapes_path) or ".", exist_ok=True)
+            prof.export_chrome_trace(self.shapes_path)
+            self.shapes_apart = True
 
     def _open_step(self, step: int) -> None:
         # The same name torch.profiler.profile.step() uses, so every tool reads our steps.

@@ -61,6 +61,7 @@ from advisor.collect.source_marker import SourceMarker, library_roots
 from advisor.collect.backends import KinetoBackend, NvtxBackend
 from advisor.collect.steps import StepDriver
 from advisor.collect.user_traceback import describe, print_user_traceback, worker_failure
+from advisor.naming import SHAPES_DIR
 
 __all__ = ["main"]
 
@@ -93,7 +94,7 @@ class Child:
     def attach(self, script_dir: str) -> None:
         backend: Any
         if self.cfg.mode == "kineto":
-            backend = KinetoBackend(self.cfg, str(self.trace_path))
+            backend = KinetoBackend(self.cfg, str(self.trace_path), str(self.out / SHAPES_DIR / self.trace_path.name))
         else:
             backend = NvtxBackend()
         roots = [Path(r) for r in self.cfg.source_roots] or [Path(script_dir)]

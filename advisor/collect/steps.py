@@ -25,7 +25,13 @@ A method found first gives way to one higher in the list when it appears
 
 The schedule is torch.profiler's: ``wait`` steps are skipped, ``warmup``
 steps run with the profiler prepared and the labels on, ``active`` steps are
-recorded. When the last active step ends the backend writes its output; as
+recorded. The last :data:`SHAPE_STEPS` of the ``wait`` steps (never the first
+step, which holds the script's set-up) are recorded apart, CPU operators with
+their input shapes only, into :data:`~advisor.naming.SHAPES_DIR` beside the
+trace; the window then runs without ``record_shapes``, which would keep every
+operator's inputs alive until the profiler stops (see
+:class:`~advisor.collect.backends.KinetoBackend`). With fewer wait steps, or a
+time window, the window records the shapes itself. When the last active step ends the backend writes its output; as
 many steps again then run without the profiler, the labels or the source
 marker, timed (``unprofiled_step_ms``, at most as long again as the window
 took): what the profiler added to the recorded steps is said, not guessed.
@@ -64,6 +70,9 @@ from advisor.collect.source_marker import SourceMarker
 
 __all__ = ["StepDriver"]
 
+#: how many of the wait steps are recorded for their input shapes (two, so that shapes that vary from step to step
+#: show as such: the loader keeps only what both recorded alike)
+SHAPE_STEPS = 2
 #: the shortest time the steps after the window are timed for, however short the window was (seconds)
 _TAIL_MIN_S = 1.0
 
@@ -112,6 +121,9 @@ class StepDriver:
         self.unprofiled_step_ms: list[float] = []
         self._tail_start = self._tail_mark = 0.0
         self._tail_limit_s = math.inf
+        #: how many wait steps before the warm-up are recorded for their shapes (0: the window records them)
+        self.shape_steps = (min(SHAPE_STEPS, max(cfg.wait - 1, 0))
+                            if cfg.mode == "kineto" and cfg.record_shapes and hasattr(backend, "start_shapes") else 0)
 
     # lifecycle -------------------------------------------------------------------
     def attach(self) -> None:
@@ -156,7 +168,9 @@ class StepDriver:
             self.state = "done"
             self._instrument(False)
             return True
-        if self.state == "tail":  # the window is saved; the unprofiled steps timed so far are kept
+        if self.state == "shapes":  # the window never began: its shapes are no use
+            self.backend.stop_shapes(save=False)  # type: ignore[attr-defined]
+        if self.state in ("tail", "shapes"):  # the window is saved; the unprofiled steps timed so far are kept
             self.state = "done"
         self._instrument(False)
         return False
@@ -237,8 +251,10 @@ class StepDriver:
     # the schedule ------------------------------------------------------------------
     def _state_of(self, step: int) -> str:
         c = self.cfg
-        if step < c.wait:
+        if step < c.wait - self.shape_steps:
             return "wait"
+        if step < c.wait:
+            return "shapes"
         if step < c.wait + c.warmup:
             return "warmup"
         if step < c.wait + c.warmup + c.active:
@@ -266,20 +282,28 @@ class StepDriver:
             if now - self._tail_start >= self._tail_limit_s:
                 new = "done"
         if new == self.state:
-            if new == "active":
+            if new in ("active", "shapes"):
                 self.backend.next_step(self.step)
             return
         self._enter(new)
 
     def _enter(self, new: str) -> None:
         old, self.state = self.state, new
-        if old == "wait" and new in ("warmup", "active"):
+        if old == "wait" and new in ("shapes", "warmup", "active"):
             # Before the warm-up, not at the capture: the probes take a few hundred ms, and ranks that finish
             # them at different times meet again at the warm-up's first collective, not in a recorded step.
             # Before our labels and source marker too: they price the script's ops as it runs without us
             # (under the marker, grad mode measured 3.4-3.9 us per op against 1.7-2.4 without it).
             self.host_costs = measure_host_costs()
+            # The shape steps run instrumented as the window will, so that their operators are the window's.
             self._instrument(True)
+        if new == "shapes":
+            self.backend.start_shapes(self.step)  # type: ignore[attr-defined]
+            self.timings["shapes_start"] = self._now()
+        if old == "shapes":
+            with _signals_held(self.cfg.mode == "kineto"):
+                self.backend.stop_shapes()  # type: ignore[attr-defined]
+        if old in ("wait", "shapes") and new in ("warmup", "active"):
             self.backend.prepare()
             self.timings["warmup_start"] = self._now()
         if new == "active":
@@ -341,7 +365,7 @@ class StepDriver:
             self.method = "time"
             self.window_end = float("inf")  # opening: preparing the profiler can take a second
             self._note_first_step()
-            if self.state == "wait":
+            if self.state in ("wait", "shapes"):
                 self._enter("warmup")
             if self.state == "warmup":
                 self._enter("active")

@@ -102,6 +102,7 @@ from advisor.errors import TraceError
 from advisor.load.kineto_spec import ALL_ARGS, ARGS, EXTRA_ARGS, is_kineto_trace
 from advisor.load.kineto_quality import (MAX_TS_US, STEP_KIND, STEP_PREFIX, DataQuality, check_events, check_meta,
                                          check_span)
+from advisor.load.kineto_shapes import SHAPE_COLUMNS
 from advisor.naming import LABEL_PREFIX
 
 __all__ = ["ALL_ARGS", "ARGS", "CATEGORY_ALIASES", "EXTRA_ARGS", "INT32_COLUMNS", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
@@ -208,7 +209,7 @@ def read_json_document(path: Path) -> Any:
 
 def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | None = None,
                 args: Mapping[str, tuple[tuple[str, ...], str]] | None = None, window: Any = None,
-                helpers: int | None = None) -> KinetoTrace:
+                helpers: int | None = None, shapes: bool = True) -> KinetoTrace:
     """Load one Kineto trace (``.json`` or ``.json.gz``); ``on_progress(done, total)`` follows the file bytes read.
 
     ``args``: the ``args`` columns to read (default :data:`ARGS`; :data:`ALL_ARGS` adds :data:`EXTRA_ARGS`).
@@ -216,6 +217,8 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
     only the events that overlap it are kept, and ``meta`` records it under ``advisor_window``.
     ``helpers``: processes that decode pieces beside this one (:mod:`.kineto_parallel`; default: by the trace's
     size and the cores; 0: none). The tables are the same either way.
+    ``shapes``: give the operators the input shapes the collector recorded apart, in
+    :data:`~advisor.naming.SHAPES_DIR` beside the trace, when there is such a file (:mod:`.kineto_shapes`).
     """
     path = Path(path)
     # Loading makes millions of short-lived objects and no reference cycles; the
@@ -235,6 +238,8 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
         if events.empty or not events["dur"].any():  # nothing to analyse: say why, rather than analyse nothing
             raise TraceError(path, _no_events(columns, quality, events))
         quality.meta_notes = meta_notes
+        if shapes and all(c in events for c in SHAPE_COLUMNS):
+            events = _with_shapes_recorded_apart(path, events, meta, quality)
         return KinetoTrace(
             path=path,
             events=events,
@@ -246,6 +251,26 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
     finally:
         if gc_was_on:
             gc.enable()
+
+
+def _with_shapes_recorded_apart(path: Path, events: pd.DataFrame, meta: dict[str, Any],
+                                quality: DataQuality) -> pd.DataFrame:
+    """``events`` with the shapes of the steps the collector recorded apart (see :mod:`.kineto_shapes`); a shape
+    file that cannot be read is a note, and the trace is analysed without shapes."""
+    from advisor.load.kineto_shapes import META_KEY, give_shapes, shapes_file
+
+    found = shapes_file(path)
+    if found is None:
+        return events
+    try:
+        recorded = load_kineto(found, args={c: ARGS[c] for c in SHAPE_COLUMNS}, helpers=0, shapes=False)
+    except TraceError as exc:
+        quality.meta_notes = [*quality.meta_notes, f"the input shapes recorded apart were not used: {exc}"]
+        meta[META_KEY] = {"file": found.name, "error": str(exc)}
+        return events
+    events, match = give_shapes(events, recorded.events, f"{found.parent.name}/{found.name}")
+    meta[META_KEY] = match.to_meta()
+    return events
 
 
 def _read_columns(path: Path, spec: dict[str, tuple[tuple[str, ...], str]], window: Any,

@@ -146,9 +146,14 @@ def _drift_note(facts: Mapping[str, Any]) -> str:
     drift = facts.get("steps.window_drift")
     if not isinstance(drift, (int, float)) or drift < WINDOW_DRIFT_NOTE:
         return ""
+    if facts.get("trace.shapes") == "window":
+        held = ("the profiler keeps every operator's inputs until it stops (record_shapes), so the process grows "
+                "with each recorded step")
+    else:
+        held = ("the profiler keeps its records until it stops, and the memory the script frees between them is "
+                "harder to reuse, so the process grows with each recorded step")
     return (f" The recorded steps also slowed down as the window went on (the later half took {drift:.1f} times "
-            "the earlier half): the profiler keeps every operator's inputs until it stops (record_shapes), so the "
-            "process grows with each recorded step, and where new memory is slow to fault in (on virtual "
+            f"the earlier half): {held}, and where new memory is slow to fault in (on virtual "
             "machines in particular) the later steps pay for it. As the steps after the window were faster, that "
             "extra time is most likely the profiler's, not your program's; a shorter window (--active 3) keeps "
             "more of it out.")

@@ -22,6 +22,7 @@ def test_when_no_rule_escalates_the_walk_stops_after_the_framework(diagnosed_exa
         "ran", "not_needed", "not_needed", "ran"]
     assert "escalations asked for: none" in trail["system"]["reason"]
     assert trail["framework"]["artifacts"] == ["framework/collector.json", "framework/rank0.pt.trace.json.gz",
+                                               "framework/shapes",  # a folder: never taken for a rank
                                                "framework/status.rank0.json"]
     assert not (run.path / "system").exists()
     edges = {(e["from"], e["to"]): e for e in run.json("run.json")["workflow"]["edges"]}

@@ -8,6 +8,7 @@ from advisor.analyze.findings import FactSpec
 from advisor.analyze.framework import event_names as by_name
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import analyzer
+from advisor.load.kineto_shapes import META_KEY as SHAPES_KEY
 from advisor.load.kineto_window import META_KEY
 
 PROVIDES = (
@@ -19,6 +20,10 @@ PROVIDES = (
     FactSpec("trace.source_labels", "bool", "ops carry exact call sites (advisor::src labels)"),
     FactSpec("trace.python_stacks", "bool", "the trace has Python frames (with_stack=True)"),
     FactSpec("trace.cpu_ops", "count", "number of CPU operator events in the trace"),
+    FactSpec("trace.shapes", "text", "where the operators' input shapes come from: 'window' (recorded with it), "
+             "'apart' (steps the collector recorded for their shapes before the warm-up) or 'none'"),
+    FactSpec("trace.shapes_matched", "fraction", "of the operators in the steps, those given input shapes by the steps "
+             "recorded apart (dtypes only where those steps disagreed on the dims do not count)"),
     FactSpec("trace.partial", "bool", "only a window of the trace was analysed: its JSON is over the memory budget"),
     FactSpec("trace.analysed_steps", "text", "which steps were analysed and why, when not all were"),
     FactSpec("trace.total_steps", "count", "ProfilerStep ranges in the whole trace, when only some were analysed"),
@@ -45,7 +50,18 @@ def trace_info(view: TraceView) -> dict[str, Any]:
         "trace.python_stacks": "python_function" in cats,
         "trace.cpu_ops": int((view.events["cat"] == "cpu_op").sum()),
         **_window(view.meta.get(META_KEY)),
+        **_shapes(view),
     }
+
+
+def _shapes(view: TraceView) -> dict[str, Any]:
+    """Where the input shapes come from (see :mod:`advisor.load.kineto_shapes`)."""
+    apart = view.meta.get(SHAPES_KEY)
+    if isinstance(apart, dict) and apart.get("ops"):
+        return {"trace.shapes": "apart", "trace.shapes_matched": apart.get("matched", 0) / apart["ops"]}
+    dims = view.events["input_dims"] if "input_dims" in view.events else None
+    recorded = dims is not None and bool(by_name.where(dims, lambda d: d not in ("", "[]")).any())
+    return {"trace.shapes": "window" if recorded else "none"}
 
 
 def _window(window: Any) -> dict[str, Any]:

@@ -1,0 +1,146 @@
+"""Input shapes recorded apart from the window, given back to the window's operators.
+
+The collector records the window without ``record_shapes`` (which keeps every
+operator's inputs alive until the profiler stops, and so slows the recorded
+steps) and records two steps before the warm-up for their shapes alone, into
+:data:`~advisor.naming.SHAPES_DIR` beside the trace, under the same file name
+(see :class:`~advisor.collect.backends.KinetoBackend`).
+
+A training or inference step runs the same operators in the same order each
+time, so an operator is known by its step, its thread, its name and which
+occurrence of that name it is on that thread in the step: the k-th
+``aten::mm`` on the main thread of every step is the same call of the model.
+Each window operator gets the ``input_types``, ``input_dims`` and
+``concrete_inputs`` of its counterpart in the shape steps, and only where the
+match is sure:
+
+- the thread ran that operator as many times in the window step as in every
+  shape step (a step that took another branch matches nothing of that name);
+- the shape steps agree: where their dims or scalars differ (variable
+  sequence lengths, a last smaller batch), only the dtypes are given, as the
+  window's own shapes cannot be known.
+
+What was matched is counted in ``meta["advisor_shapes"]`` and said in the
+findings (``trace.shapes``), never assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from advisor.naming import SHAPES_DIR, STEP_PREFIX
+
+__all__ = ["META_KEY", "SHAPE_COLUMNS", "ShapeMatch", "give_shapes", "shapes_file"]
+
+#: where ``KinetoTrace.meta`` records what :func:`give_shapes` matched
+META_KEY = "advisor_shapes"
+#: the columns a shape recording gives (see :data:`advisor.load.kineto_spec.ARGS`)
+SHAPE_COLUMNS = ("input_types", "input_dims", "concrete_inputs")
+_KEY = ["tid", "name", "k"]
+
+
+@dataclass
+class ShapeMatch:
+    """What the window's operators got from the shape steps."""
+
+    file: str
+    #: shape steps read, and window operators inside the window's steps
+    steps: int = 0
+    ops: int = 0
+    #: operators given their shapes; given only their dtypes (the shape steps disagreed on the dims)
+    matched: int = 0
+    dtypes_only: int = 0
+
+    def to_meta(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def shapes_file(trace_path: Path) -> Path | None:
+    """The shape recording beside a collected trace, or None."""
+    candidate = trace_path.parent / SHAPES_DIR / trace_path.name
+    return candidate if candidate.is_file() else None
+
+
+def give_shapes(events: pd.DataFrame, shapes: pd.DataFrame, file: str) -> tuple[pd.DataFrame, ShapeMatch]:
+    """``events`` with the shape columns filled from the shape steps' ``shapes`` events (see the module docstring).
+
+    Both are events tables of :func:`~advisor.load.kineto.load_kineto`; ``events`` is returned unchanged, with
+    a :class:`ShapeMatch` of nothing matched, when either lacks steps or the shape columns.
+    """
+    match = ShapeMatch(file=file)
+    if any(c not in events or c not in shapes for c in SHAPE_COLUMNS):
+        return events, match
+    window_ops = _ops_by_step(events, with_shapes=False)
+    shape_ops = _ops_by_step(shapes, with_shapes=True)
+    match.ops = len(window_ops)
+    match.steps = int(shape_ops["step"].nunique()) if len(shape_ops) else 0
+    if not match.ops or not match.steps:
+        return events, match
+    reference = _agreed(shape_ops, match.steps)
+    if reference.empty:
+        return events, match
+    window_ops["n"] = window_ops.groupby(["step", "tid", "name"], sort=False)["k"].transform("size")
+    joined = window_ops.merge(reference, on=_KEY, how="inner")
+    joined = joined[joined["n"] == joined["n_ref"]]
+    match.matched = int(joined["same"].sum())
+    match.dtypes_only = int(len(joined) - match.matched)
+    if joined.empty:
+        return events, match
+    rows = joined["row"].to_numpy()
+    out = events.copy(deep=False)
+    for column in SHAPE_COLUMNS:
+        values = out[column].astype(object).to_numpy(copy=True)
+        given = joined[column].to_numpy(dtype=object)
+        if column != "input_types":  # dims and scalars only where the shape steps agreed
+            given = np.where(joined["same"].to_numpy(), given, "")
+        values[rows] = given
+        out[column] = pd.Categorical(values)
+    return out, match
+
+
+def _ops_by_step(events: pd.DataFrame, *, with_shapes: bool) -> pd.DataFrame:
+    """The CPU operators inside a step: row, step index, tid, name, k (occurrence of the name on the thread in
+    the step, in time order) and, ``with_shapes``, the shape columns as text."""
+    names = events["name"].astype(str).to_numpy()
+    is_step = np.char.startswith(names.astype(str), STEP_PREFIX) if len(names) else np.zeros(0, bool)
+    steps = events[is_step]
+    ops = events["cat"].to_numpy() == "cpu_op"
+    if steps.empty or not ops.any():
+        return pd.DataFrame(columns=["row", "step", "tid", "name", "k", *SHAPE_COLUMNS])
+    starts = steps["ts"].to_numpy()
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], steps["end"].to_numpy()[order]
+    rows = np.flatnonzero(ops)
+    ts = events["ts"].to_numpy()[rows]
+    step = np.searchsorted(starts, ts, side="right") - 1
+    inside = (step >= 0) & (ts < ends[np.maximum(step, 0)])
+    rows, step = rows[inside], step[inside]
+    frame = pd.DataFrame({"row": rows, "step": step, "tid": events["tid"].to_numpy()[rows], "name": names[rows]})
+    for column in SHAPE_COLUMNS if with_shapes else ():
+        frame[column] = events[column].astype(str).to_numpy()[rows]
+    frame["k"] = frame.groupby(["step", "tid", "name"], sort=False).cumcount()
+    return frame
+
+
+def _agreed(shape_ops: pd.DataFrame, steps: int) -> pd.DataFrame:
+    """One row per (tid, name, k) that every shape step ran as often: the first step's shape columns, ``n_ref``
+    (how often the thread ran the name in a step) and ``same`` (every step recorded the same dims and scalars)."""
+    counts = shape_ops.groupby(["step", "tid", "name"], sort=False).size().rename("n").reset_index()
+    steady = counts.groupby(["tid", "name"], sort=False)["n"].agg(["min", "max", "size"])
+    steady = steady[(steady["min"] == steady["max"]) & (steady["size"] == steps)]
+    kept = shape_ops.merge(steady["min"].rename("n_ref").reset_index(), on=["tid", "name"], how="inner")
+    if kept.empty:
+        return kept
+    kept["shape"] = kept["input_dims"] + "\x00" + kept["concrete_inputs"] + "\x00" + kept["input_types"]
+    agree = kept.groupby(_KEY, sort=False)["shape"].nunique().rename("distinct").reset_index()
+    first = kept[kept["step"] == kept["step"].min()]
+    types_agree = kept.groupby(_KEY, sort=False)["input_types"].nunique().rename("types").reset_index()
+    out = first.merge(agree, on=_KEY).merge(types_agree, on=_KEY)
+    out = out[out["types"] == 1]  # dtypes that vary too: nothing is sure
+    out["same"] = out["distinct"] == 1
+    return out[[*_KEY, "n_ref", "same", *SHAPE_COLUMNS]]
