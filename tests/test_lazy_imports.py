@@ -59,6 +59,9 @@ def test_analyze_still_renders_the_reports(tmp_path) -> None:  # noqa: ANN001
 
 #: what `advisor analyze` never imports: it reads files recorded elsewhere, and only a run of a script needs these
 NEVER_IN_ANALYZE = ("torch", "nvtx", "advisor.collect")
+#: what analysing a Kineto trace alone never imports: the other stages' analyzers and tables (advisor.analyze.builtin)
+NEVER_FOR_A_KINETO_TRACE = ("sqlite3", "advisor.analyze.system", "advisor.analyze.kernel", "advisor.load.nsys_sqlite",
+                            "advisor.load.ncu_tables")
 #: what it imports only for what it has not seen before: pydantic checks a rule text not checked before
 #: (advisor.engine.rulebook keeps what passed), and typer's pydantic adapters are not used for plain values
 #: (advisor.cli.coercion)
@@ -90,6 +93,7 @@ def test_analyze_never_imports_torch_nvtx_or_the_collectors(tmp_path, trace: str
     assert result.code == 0, result.stderr[-2000:]
     assert "advisor.analyze.registry" in names and "advisor.report.render" in names  # the list is the real one
     assert _matching(names, NEVER_IN_ANALYZE) == []
+    assert _matching(names, NEVER_FOR_A_KINETO_TRACE) == []
     assert (tmp_path / "run" / "report.html").is_file()
 
 

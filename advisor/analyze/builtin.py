@@ -1,4 +1,4 @@
-"""Imports every built-in analyzer module, so that each registers itself.
+"""The built-in analyzer modules of each stage, imported when the stage is analysed, so that each registers itself.
 
 Analyzers run, and their findings are listed, in the order they register. This
 list keeps the order the modules had when analyze/ was one flat folder
@@ -8,19 +8,36 @@ stays as it was; a module that imports another analyzer module registers
 after it (``comm`` after ``gpu_time``).
 """
 
-from advisor.analyze.framework import attention  # noqa: F401
-from advisor.analyze.ranks import comm, comm_sizes, nccl_bandwidth  # noqa: F401
-from advisor.analyze.framework import compiled, conv_layout, copies, data_quality, dataloader  # noqa: F401
-from advisor.analyze.ranks import ddp_sync  # noqa: F401
-from advisor.analyze.framework import elementwise, gpu_kernels, gpu_memory  # noqa: F401
-from advisor.analyze.ranks import gpu as gpu_ranks  # noqa: F401
-from advisor.analyze.framework import gpu_time, host, host_events  # noqa: F401
-from advisor.analyze.kernel import kernels  # noqa: F401
-from advisor.analyze.framework import launch, layout_copies, operators, optimizer, precision  # noqa: F401
-from advisor.analyze.framework import roofline  # noqa: F401
-from advisor.analyze.framework import elementwise_runs, fp32_gemms, gemm_alignment  # noqa: F401
-from advisor.analyze.ranks import host as ranks  # noqa: F401
-from advisor.analyze.framework import source_lines, step_split, sync_causes, syncs  # noqa: F401
-from advisor.analyze.ranks import skew  # noqa: F401
-from advisor.analyze.system import cuda_api, gpu_gaps, kernels as system_kernels, osrt, timeline  # noqa: F401
-from advisor.analyze.framework import trace_info, workload, zero_grad  # noqa: F401
+from importlib import import_module
+
+#: each stage's analyzer modules, in the order they register; a stage's modules are imported when that stage is
+#: analysed (a Kineto trace needs neither the Nsight Systems tables nor sqlite3: 20 ms of every `advisor analyze`)
+MODULES: dict[str, tuple[str, ...]] = {
+    "framework": tuple(f"advisor.analyze.{m}" for m in (
+        "framework.attention",
+        "ranks.comm", "ranks.comm_sizes", "ranks.nccl_bandwidth",
+        "framework.compiled", "framework.conv_layout", "framework.copies", "framework.data_quality",
+        "framework.dataloader",
+        "ranks.ddp_sync",
+        "framework.elementwise", "framework.gpu_kernels", "framework.gpu_memory",
+        "ranks.gpu",
+        "framework.gpu_time", "framework.host", "framework.host_events",
+        "framework.launch", "framework.layout_copies", "framework.operators", "framework.optimizer",
+        "framework.precision",
+        "framework.roofline",
+        "framework.elementwise_runs", "framework.fp32_gemms", "framework.gemm_alignment",
+        "ranks.host",
+        "framework.source_lines", "framework.step_split", "framework.sync_causes", "framework.syncs",
+        "ranks.skew",
+        "framework.trace_info", "framework.workload", "framework.zero_grad",
+    )),
+    "kernel": ("advisor.analyze.kernel.kernels",),
+    "system": tuple(f"advisor.analyze.system.{m}" for m in ("cuda_api", "gpu_gaps", "kernels", "osrt", "timeline")),
+}
+
+
+def load(stage: str | None = None) -> None:
+    """Import the analyzer modules of ``stage`` (None: of every stage), so that each registers itself."""
+    for name in MODULES if stage is None else (stage,):
+        for module in MODULES.get(name, ()):
+            import_module(module)

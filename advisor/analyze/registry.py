@@ -86,20 +86,23 @@ def analyzer(name: str, *, needs: Iterable[str] = (), provides: Iterable[FactSpe
     return register
 
 
-def _load_builtin() -> None:
+def _load_builtin(stage: str | None = None) -> None:
     # Importing the modules registers their analyzers.
-    from advisor.analyze import builtin  # noqa: F401
+    from advisor.analyze import builtin
+
+    builtin.load(stage)
 
 
 def registered(stage: str | None = None, scope: str | None = None) -> list[Analyzer]:
-    _load_builtin()
+    _load_builtin(stage)
     return [a for a in _REGISTRY.values()
             if (stage is None or a.stage == stage) and (scope is None or a.scope == scope)]
 
 
 def find(name: str) -> Analyzer | None:
     """The analyzer of that name (a finding's ``source``); None for one not registered."""
-    _load_builtin()
+    if name not in _REGISTRY:  # the stages that ran registered theirs; another stage's are loaded only if asked for
+        _load_builtin()
     return _REGISTRY.get(name)
 
 
