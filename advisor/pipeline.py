@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.analyze.findings import Findings
 from advisor.analyze.framework.view import TraceView
@@ -25,10 +25,12 @@ from advisor.engine.story import attach_files
 from advisor.errors import TraceError
 from advisor.guard import analysing
 from advisor.load.kineto import KinetoTrace, load_kineto
-from advisor.load.ncu_tables import NcuReport
 from advisor.progress import Progress
 from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
+
+if TYPE_CHECKING:  # the Nsight Compute tables load only for a kernel stage
+    from advisor.load.ncu_tables import NcuReport
 
 __all__ = ["Diagnosed", "Rendered", "analyze_kernel_reports", "analyze_trace_files", "analyze_traces", "analyze_views",
            "compare_kernel_reports", "diagnose_findings", "find_kineto_traces", "is_kernel_file", "is_kineto_trace",
