@@ -10,7 +10,7 @@ import pytest
 
 from advisor import forked
 
-# The children here take no lock a leftover thread of another test could hold: they pickle and write to a pipe.
+# The children here take no lock a leftover thread of another test could hold: they pickle and write to a file in memory.
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
 
@@ -82,7 +82,7 @@ def test_no_fork_while_another_thread_runs(monkeypatch) -> None:
         thread.join()
 
 
-def test_a_fork_the_system_refuses_is_none_and_closes_its_pipe(monkeypatch) -> None:
+def test_a_fork_the_system_refuses_is_none_and_closes_its_file(monkeypatch) -> None:
     def refuse():
         raise OSError(12, "Cannot allocate memory")
 
@@ -91,3 +91,23 @@ def test_a_fork_the_system_refuses_is_none_and_closes_its_pipe(monkeypatch) -> N
     assert forked.start(lambda: 1) is None
     if open_before is not None:
         assert len(os.listdir("/proc/self/fd")) == open_before
+
+
+def test_a_value_of_megabytes_comes_back_after_the_child_has_ended() -> None:
+    """The child writes into a file, not a pipe of 64 kB: it ends without waiting for the parent to read."""
+    pid, fd = forked.start(lambda: b"x" * (8 << 20))
+    _, status = os.waitpid(pid, 0)  # would wait for ever on a child blocked in a full pipe
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    data = os.pread(fd, os.fstat(fd).st_size, 0)
+    os.close(fd)
+    import pickle
+
+    assert pickle.loads(data) == b"x" * (8 << 20)
+
+
+def test_a_file_the_system_refuses_is_none(monkeypatch) -> None:
+    def refuse(*args):
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(forked, "_memory_file", refuse)
+    assert forked.start(lambda: 1) is None

@@ -4,8 +4,8 @@
 pandas and the analyzers, with one core busy; decoding a fixture-sized trace
 takes about as long. :func:`start` (called by the CLI before those imports)
 forks a child that decodes the trace into column chunks
-(:class:`~advisor.load.kineto_pieces.Columns`, numpy only) and sends them back
-through a pipe, pickled; the load (:func:`take`, from
+(:class:`~advisor.load.kineto_pieces.Columns`, numpy only) and hands them back
+pickled, in a file in memory (:mod:`advisor.forked`); the load (:func:`take`, from
 :func:`~advisor.load.kineto.load_kineto`) merges them exactly as a parallel
 load merges its helpers' pieces, so the tables are the same as a serial load's.
 
