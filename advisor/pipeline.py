@@ -25,6 +25,7 @@ from advisor.engine.story import attach_files
 from advisor.errors import TraceError
 from advisor.guard import analysing
 from advisor.load.kineto import KinetoTrace, load_kineto
+from advisor.load.kineto_shapes import META_KEY as SHAPES_KEY
 from advisor.progress import Progress
 from advisor.report.verdict import Verdict, judge
 from advisor.rundir import RunDir
@@ -122,6 +123,9 @@ def analyze_views(members: Sequence[Any], run_meta: dict[str, Any] | None = None
     note = findings.get("roofline.note")
     if note and findings.get("ops.modelled_share"):  # operators were modelled, but their shares cannot be given
         findings.notes.append(f"roofline: {note}")
+    shapes = primary.trace.meta.get(SHAPES_KEY)
+    if isinstance(shapes, dict) and shapes.get("note"):  # shapes recorded apart that not every operator got
+        findings.notes.append(f"{primary.trace.path.name}: {shapes['note']}")
     for member in members:  # traces over the memory budget were analysed on a window of steps: say so
         path, window, quality = _about(member)
         if window:

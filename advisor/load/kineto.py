@@ -239,7 +239,7 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
             raise TraceError(path, _no_events(columns, quality, events))
         quality.meta_notes = meta_notes
         if shapes and all(c in events for c in SHAPE_COLUMNS):
-            events = _with_shapes_recorded_apart(path, events, meta, quality)
+            events = _with_shapes_recorded_apart(path, events, meta)
         return KinetoTrace(
             path=path,
             events=events,
@@ -253,10 +253,10 @@ def load_kineto(path: str | Path, *, on_progress: Callable[[int, int], None] | N
             gc.enable()
 
 
-def _with_shapes_recorded_apart(path: Path, events: pd.DataFrame, meta: dict[str, Any],
-                                quality: DataQuality) -> pd.DataFrame:
-    """``events`` with the shapes of the steps the collector recorded apart (see :mod:`.kineto_shapes`); a shape
-    file that cannot be read is a note, and the trace is analysed without shapes."""
+def _with_shapes_recorded_apart(path: Path, events: pd.DataFrame, meta: dict[str, Any]) -> pd.DataFrame:
+    """``events`` with the shapes of the steps the collector recorded apart (see :mod:`.kineto_shapes`). What
+    the operators lack, or a shape file that cannot be read, is a note in ``meta`` for the findings, not a
+    data-quality problem: the times are whole either way."""
     from advisor.load.kineto_shapes import META_KEY, give_shapes, shapes_file
 
     found = shapes_file(path)
@@ -265,11 +265,11 @@ def _with_shapes_recorded_apart(path: Path, events: pd.DataFrame, meta: dict[str
     try:
         recorded = load_kineto(found, args={c: ARGS[c] for c in SHAPE_COLUMNS}, helpers=0, shapes=False)
     except TraceError as exc:
-        quality.meta_notes = [*quality.meta_notes, f"the input shapes recorded apart were not used: {exc}"]
-        meta[META_KEY] = {"file": found.name, "error": str(exc)}
+        meta[META_KEY] = {"file": found.name, "error": str(exc),
+                          "note": f"the input shapes recorded apart were not used: {exc}"}
         return events
     events, match = give_shapes(events, recorded.events, f"{found.parent.name}/{found.name}")
-    meta[META_KEY] = match.to_meta()
+    meta[META_KEY] = {**match.to_meta(), "note": match.sentence() if match.matched < match.ops else None}
     return events
 
 

@@ -59,6 +59,19 @@ class ShapeMatch:
     def to_meta(self) -> dict[str, Any]:
         return asdict(self)
 
+    def sentence(self) -> str:
+        """What the window's operators lack, in words (for the data-quality note)."""
+        if not self.steps:
+            return f"no input shapes: {self.file} holds no complete step"
+        missing = self.ops - self.matched - self.dtypes_only
+        said = [f"input shapes are known for {self.matched:,} of the window's {self.ops:,} operators"]
+        if self.dtypes_only:
+            said.append(f"{self.dtypes_only:,} have their dtypes only (their shapes differed between the "
+                        f"{self.steps} steps recorded for shapes)")
+        if missing:
+            said.append(f"{missing:,} have none (their step ran them a different number of times than those steps)")
+        return "; ".join(said)
+
 
 def shapes_file(trace_path: Path) -> Path | None:
     """The shape recording beside a collected trace, or None."""

@@ -67,7 +67,7 @@ def test_every_operator_of_a_steady_loop_gets_its_shapes(tmp_path: Path) -> None
     ops = [MM, ADD, second_mm, BWD]
     trace = load_kineto(_recorded(tmp_path, [ops] * 3, [ops] * 2))
     assert trace.meta[META_KEY] == {"file": f"{SHAPES_DIR}/rank0.pt.trace.json.gz", "steps": 2, "ops": 12,
-                                    "matched": 12, "dtypes_only": 0}
+                                    "matched": 12, "dtypes_only": 0, "note": None}
     cpu = trace.events[trace.events["cat"] == "cpu_op"]
     main_mm = cpu[(cpu["name"] == "aten::mm") & (cpu["tid"] == MAIN)]["input_dims"].astype(str).tolist()
     # the k-th aten::mm of the thread in each step is the k-th of the shape steps, not any aten::mm
@@ -89,6 +89,8 @@ def test_shapes_that_vary_between_the_shape_steps_give_dtypes_only(tmp_path: Pat
     assert mm["input_dims"].astype(str).tolist() == ["", ""]
     assert mm["input_types"].astype(str).tolist() == ['["float","float"]'] * 2
     assert trace_info(TraceView(trace))["trace.shapes_matched"] == pytest.approx(0.5)
+    assert meta["note"].startswith("input shapes are known for 2 of the window's 4 operators; 2 have their dtypes only")
+    assert not trace.quality.meta_notes  # the times are whole: not a data-quality problem
 
 
 def test_a_step_that_ran_an_operator_more_often_gets_no_shapes_for_it(tmp_path: Path) -> None:
@@ -100,6 +102,7 @@ def test_a_step_that_ran_an_operator_more_often_gets_no_shapes_for_it(tmp_path: 
     assert dims[:2] == ["[[64,32],[32,16]]", "[[64,16],[64,16],[]]"]
     assert dims[2:4] == ["", ""] and dims[4] == "[[64,16],[64,16],[]]"  # the adds still match
     assert trace.meta[META_KEY]["matched"] == 3 and trace.meta[META_KEY]["ops"] == 5
+    assert "2 have none (their step ran them a different number of times" in trace.meta[META_KEY]["note"]
 
 
 def test_a_broken_shape_file_is_said_and_the_trace_still_loads(tmp_path: Path) -> None:
@@ -108,8 +111,9 @@ def test_a_broken_shape_file_is_said_and_the_trace_still_loads(tmp_path: Path) -
     shapes.write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "na'))
     trace = load_kineto(trace_path)
     assert "error" in trace.meta[META_KEY]
-    assert any("input shapes recorded apart were not used" in n and str(shapes) in n
-               for n in trace.quality.meta_notes)
+    note = trace.meta[META_KEY]["note"]
+    assert "input shapes recorded apart were not used" in note and str(shapes) in note
+    assert not trace.quality.meta_notes
     assert set(trace.events["input_dims"].astype(str)) == {""}
     assert trace_info(TraceView(trace))["trace.shapes"] == "none"
 
@@ -139,6 +143,7 @@ def test_the_collector_records_shapes_apart_and_the_window_without_them(tmp_path
     trace = load_kineto(window)
     meta = trace.meta[META_KEY]
     assert meta["steps"] == 2 and meta["ops"] > 0 and meta["matched"] == meta["ops"]
+    assert meta["note"] is None  # all matched: nothing to say
     addmm = trace.events[trace.events["name"] == "aten::addmm"]["input_dims"].astype(str)
     assert len(addmm) == 6 and set(addmm) == {"[[64],[16,32],[32,64],[],[]]", "[[8],[16,64],[64,8],[],[]]"}
     findings = json.loads((out / "findings.json").read_text())["facts"]
@@ -161,3 +166,28 @@ def test_with_one_wait_step_the_window_records_its_own_shapes(tmp_path: Path) ->
     assert not (out / "framework" / SHAPES_DIR).exists()
     facts = {f["name"]: f["value"] for f in json.loads((out / "findings.json").read_text())["facts"]}
     assert facts["trace.shapes"] == "window"
+
+
+def test_a_decoding_loop_whose_shapes_grow_gets_a_note_not_an_inconclusive_verdict(tmp_path: Path) -> None:
+    """Each call of the model sees one more token: its dims differ between the shape steps and the window, so
+    most operators get dtypes only. The times are whole, so the verdict stands; the findings say what is missing."""
+    script = tmp_path / "decode.py"
+    script.write_text(
+        "import torch\n"
+        "layer = torch.nn.TransformerEncoderLayer(32, 2, 64, batch_first=True)\n"
+        "model = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval()\n"
+        "tokens = torch.randn(1, 4, 32)\n"
+        "with torch.no_grad():\n"
+        "    for _ in range(30):\n"
+        "        tokens = torch.cat([tokens, model(tokens)[:, -1:]], dim=1)\n")
+    out = tmp_path / "run"
+    cli = run_cli("diagnose", str(script), "--out", str(out), "-q", "--no-escalate", "--wait", "3", "--warmup", "1",
+                  "--active", "3", cwd=tmp_path)
+    assert cli.code == 0, cli.stderr
+    findings = json.loads((out / "findings.json").read_text())
+    facts = {f["name"]: f["value"] for f in findings["facts"]}
+    assert facts["trace.shapes"] == "apart" and facts["trace.shapes_matched"] < 0.5
+    assert not facts.get("trace.data_quality")
+    assert any("input shapes are known for" in n and "dtypes only" in n for n in findings["notes"])
+    verdict = json.loads((out / "diagnoses.json").read_text())["verdict"]
+    assert verdict["status"] != "inconclusive", verdict
