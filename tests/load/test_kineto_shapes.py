@@ -18,7 +18,7 @@ from advisor.analyze.framework.view import TraceView
 from advisor.load.kineto import load_kineto
 from advisor.load.kineto_shapes import META_KEY
 from advisor.naming import SHAPES_DIR
-from tests.conftest import run_cli
+from conftest import run_cli
 
 MAIN, OTHER = 1, 2
 
