@@ -118,10 +118,21 @@ def test_a_broken_shape_file_is_said_and_the_trace_still_loads(tmp_path: Path) -
     assert trace_info(TraceView(trace))["trace.shapes"] == "none"
 
 
+def _diagnosed(tmp_path: Path, code: str, wait: int) -> tuple[Path, dict]:
+    """``advisor diagnose`` on a script of ``code`` with ``wait`` wait steps, one warm-up and three recorded: the
+    run folder and its facts."""
+    script = tmp_path / "script.py"
+    script.write_text(code)
+    out = tmp_path / "run"
+    cli = run_cli("diagnose", str(script), "--out", str(out), "-q", "--no-escalate", "--wait", str(wait),
+                  "--warmup", "1", "--active", "3", cwd=tmp_path)
+    assert cli.code == 0, cli.stderr
+    return out, {f["name"]: f["value"] for f in json.loads((out / "findings.json").read_text())["facts"]}
+
+
 def test_the_collector_records_shapes_apart_and_the_window_without_them(tmp_path: Path) -> None:
     """A real run: two shape steps before the warm-up, a window without shapes, and every operator matched."""
-    script = tmp_path / "train.py"
-    script.write_text(
+    out, facts = _diagnosed(tmp_path, (
         "import torch\n"
         "model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))\n"
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
@@ -129,11 +140,7 @@ def test_the_collector_records_shapes_apart_and_the_window_without_them(tmp_path
         "for _ in range(40):\n"
         "    opt.zero_grad()\n"
         "    model(x).pow(2).mean().backward()\n"
-        "    opt.step()\n")
-    out = tmp_path / "run"
-    cli = run_cli("diagnose", str(script), "--out", str(out), "-q", "--no-escalate", "--wait", "3", "--warmup", "1",
-                  "--active", "3", cwd=tmp_path)
-    assert cli.code == 0, cli.stderr
+        "    opt.step()\n"), wait=3)
     window = out / "framework" / "rank0.pt.trace.json.gz"
     recorded = json.loads(gzip.decompress(window.read_bytes()))
     assert not any("Input Dims" in e.get("args", {}) for e in recorded["traceEvents"])
@@ -146,48 +153,34 @@ def test_the_collector_records_shapes_apart_and_the_window_without_them(tmp_path
     assert meta["note"] is None  # all matched: nothing to say
     addmm = trace.events[trace.events["name"] == "aten::addmm"]["input_dims"].astype(str)
     assert len(addmm) == 6 and set(addmm) == {"[[64],[16,32],[32,64],[],[]]", "[[8],[16,64],[64,8],[],[]]"}
-    findings = json.loads((out / "findings.json").read_text())["facts"]
-    facts = {f["name"]: f["value"] for f in findings}
     assert facts["trace.shapes"] == "apart" and facts["trace.shapes_matched"] == 1.0
 
 
 def test_with_one_wait_step_the_window_records_its_own_shapes(tmp_path: Path) -> None:
-    script = tmp_path / "train.py"
-    script.write_text(
+    out, facts = _diagnosed(tmp_path, (
         "import torch\n"
         "model = torch.nn.Linear(8, 8)\n"
         "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "for _ in range(20):\n"
-        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n")
-    out = tmp_path / "run"
-    cli = run_cli("diagnose", str(script), "--out", str(out), "-q", "--no-escalate", "--wait", "1", "--warmup", "1",
-                  "--active", "2", cwd=tmp_path)
-    assert cli.code == 0, cli.stderr
+        "    opt.zero_grad(); model(torch.randn(4, 8)).sum().backward(); opt.step()\n"), wait=1)
     assert not (out / "framework" / SHAPES_DIR).exists()
-    facts = {f["name"]: f["value"] for f in json.loads((out / "findings.json").read_text())["facts"]}
     assert facts["trace.shapes"] == "window"
 
 
 def test_a_decoding_loop_whose_shapes_grow_gets_a_note_not_an_inconclusive_verdict(tmp_path: Path) -> None:
     """Each call of the model sees one more token: its dims differ between the shape steps and the window, so
     most operators get dtypes only. The times are whole, so the verdict stands; the findings say what is missing."""
-    script = tmp_path / "decode.py"
-    script.write_text(
+    out, facts = _diagnosed(tmp_path, (
         "import torch\n"
         "layer = torch.nn.TransformerEncoderLayer(32, 2, 64, batch_first=True)\n"
         "model = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval()\n"
         "tokens = torch.randn(1, 4, 32)\n"
         "with torch.no_grad():\n"
         "    for _ in range(30):\n"
-        "        tokens = torch.cat([tokens, model(tokens)[:, -1:]], dim=1)\n")
-    out = tmp_path / "run"
-    cli = run_cli("diagnose", str(script), "--out", str(out), "-q", "--no-escalate", "--wait", "3", "--warmup", "1",
-                  "--active", "3", cwd=tmp_path)
-    assert cli.code == 0, cli.stderr
-    findings = json.loads((out / "findings.json").read_text())
-    facts = {f["name"]: f["value"] for f in findings["facts"]}
+        "        tokens = torch.cat([tokens, model(tokens)[:, -1:]], dim=1)\n"), wait=3)
+    notes = json.loads((out / "findings.json").read_text())["notes"]
     assert facts["trace.shapes"] == "apart" and facts["trace.shapes_matched"] < 0.5
     assert not facts.get("trace.data_quality")
-    assert any("input shapes are known for" in n and "dtypes only" in n for n in findings["notes"])
+    assert any("input shapes are known for" in n and "dtypes only" in n for n in notes)
     verdict = json.loads((out / "diagnoses.json").read_text())["verdict"]
     assert verdict["status"] != "inconclusive", verdict
