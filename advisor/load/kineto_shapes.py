@@ -119,9 +119,10 @@ def give_shapes(events: pd.DataFrame, shapes: pd.DataFrame, file: str) -> tuple[
 def _ops_by_step(events: pd.DataFrame, *, with_shapes: bool) -> pd.DataFrame:
     """The CPU operators inside a step: row, step index, tid, name, k (occurrence of the name on the thread in
     the step, in time order) and, ``with_shapes``, the shape columns as text."""
-    names = events["name"].astype(str).to_numpy()
-    is_step = np.char.startswith(names.astype(str), STEP_PREFIX) if len(names) else np.zeros(0, bool)
-    steps = events[is_step]
+    names = _names(events["name"])
+    is_step = np.fromiter((n.startswith(STEP_PREFIX) for n in names.categories), bool, len(names.categories))
+    # the host's step ranges: on a GPU trace Kineto mirrors them on the streams (gpu_user_annotation), elsewhere in time
+    steps = events[is_step[names.codes] & (names.codes >= 0) & (events["cat"] == "user_annotation").to_numpy()]
     ops = events["cat"].to_numpy() == "cpu_op"
     if steps.empty or not ops.any():
         return pd.DataFrame(columns=["row", "step", "tid", "name", "k", *SHAPE_COLUMNS])
@@ -133,11 +134,19 @@ def _ops_by_step(events: pd.DataFrame, *, with_shapes: bool) -> pd.DataFrame:
     step = np.searchsorted(starts, ts, side="right") - 1
     inside = (step >= 0) & (ts < ends[np.maximum(step, 0)])
     rows, step = rows[inside], step[inside]
-    frame = pd.DataFrame({"row": rows, "step": step, "tid": events["tid"].to_numpy()[rows], "name": names[rows]})
+    frame = pd.DataFrame({"row": rows, "step": step, "tid": events["tid"].to_numpy()[rows],
+                          # a missing name (code -1) reads the "" appended last
+                          "name": np.append(np.asarray(names.categories, dtype=object), "")[names.codes[rows]]})
     for column in SHAPE_COLUMNS if with_shapes else ():
         frame[column] = events[column].astype(str).to_numpy()[rows]
     frame["k"] = frame.groupby(["step", "tid", "name"], sort=False).cumcount()
     return frame
+
+
+def _names(column: pd.Series) -> pd.Categorical:
+    """The event names as a Categorical (as the loader gives them), to test each distinct name once."""
+    values = column.array
+    return values if isinstance(values, pd.Categorical) else pd.Categorical(column.astype(str))
 
 
 def _agreed(shape_ops: pd.DataFrame, steps: int) -> pd.DataFrame:

@@ -79,6 +79,21 @@ def test_every_operator_of_a_steady_loop_gets_its_shapes(tmp_path: Path) -> None
     assert facts["trace.shapes"] == "apart" and facts["trace.shapes_matched"] == 1.0
 
 
+def test_the_steps_mirrored_on_the_gpu_streams_are_not_steps(tmp_path: Path) -> None:
+    """Kineto repeats each ProfilerStep range on the GPU streams (gpu_user_annotation), later in time; only the
+    host's ranges place the operators."""
+    ops = [MM, MM, ADD]
+    trace_path = _recorded(tmp_path, [ops] * 2, [ops] * 2)
+    with gzip.open(trace_path, "rt") as f:
+        doc = json.load(f)
+    mirrored = [{**e, "cat": "gpu_user_annotation", "ts": e["ts"] + 7, "pid": 0, "tid": 7}
+                for e in doc["traceEvents"] if e["name"].startswith("ProfilerStep#")]
+    with gzip.open(trace_path, "wt") as f:
+        json.dump({"traceEvents": doc["traceEvents"] + mirrored}, f)
+    meta = load_kineto(trace_path).meta[META_KEY]
+    assert (meta["ops"], meta["matched"]) == (6, 6)  # a mirror would cut each step between its two aten::mm
+
+
 def test_shapes_that_vary_between_the_shape_steps_give_dtypes_only(tmp_path: Path) -> None:
     """A variable sequence length: the window's own dims cannot be known, so none are given; the dtypes are."""
     short = (MAIN, "aten::mm", _args([[48, 32], [32, 16]], ["float", "float"]))
