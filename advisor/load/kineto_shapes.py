@@ -16,9 +16,11 @@ match is sure:
 
 - the thread ran that operator as many times in the window step as in every
   shape step (a step that took another branch matches nothing of that name);
-- the shape steps agree: where their dims or scalars differ (variable
-  sequence lengths, a last smaller batch), only the dtypes are given, as the
-  window's own shapes cannot be known.
+- the shape steps agree: where their dims differ (variable sequence
+  lengths, a last smaller batch), only the dtypes are given, as the window's
+  own shapes cannot be known; scalars (``concrete_inputs``) are given where
+  they agree, apart from the dims (a sampler's random index differs every
+  step, and says nothing of the shapes).
 
 What was matched is counted in ``meta["advisor_shapes"]`` and said in the
 findings (``trace.shapes``), never assumed.
@@ -42,6 +44,8 @@ META_KEY = "advisor_shapes"
 #: the columns a shape recording gives (see :data:`advisor.load.kineto_spec.ARGS`)
 SHAPE_COLUMNS = ("input_types", "input_dims", "concrete_inputs")
 _KEY = ["tid", "name", "k"]
+#: the columns given only where the shape steps agreed (the dtypes must agree for anything to be given)
+AGREED_COLUMNS = ("input_dims", "concrete_inputs")
 
 
 @dataclass
@@ -100,7 +104,7 @@ def give_shapes(events: pd.DataFrame, shapes: pd.DataFrame, file: str) -> tuple[
     window_ops["n"] = window_ops.groupby(["step", "tid", "name"], sort=False)["k"].transform("size")
     joined = window_ops.merge(reference, on=_KEY, how="inner")
     joined = joined[joined["n"] == joined["n_ref"]]
-    match.matched = int(joined["same"].sum())
+    match.matched = int(joined["same_input_dims"].sum())
     match.dtypes_only = int(len(joined) - match.matched)
     if joined.empty:
         return events, match
@@ -109,8 +113,8 @@ def give_shapes(events: pd.DataFrame, shapes: pd.DataFrame, file: str) -> tuple[
     for column in SHAPE_COLUMNS:
         values = out[column].astype(object).to_numpy(copy=True)
         given = joined[column].to_numpy(dtype=object)
-        if column != "input_types":  # dims and scalars only where the shape steps agreed
-            given = np.where(joined["same"].to_numpy(), given, "")
+        if column in AGREED_COLUMNS:  # dims and scalars only where the shape steps agreed on them
+            given = np.where(joined[f"same_{column}"].to_numpy(), given, "")
         values[rows] = given
         out[column] = pd.Categorical(values)
     return out, match
@@ -150,19 +154,20 @@ def _names(column: pd.Series) -> pd.Categorical:
 
 
 def _agreed(shape_ops: pd.DataFrame, steps: int) -> pd.DataFrame:
-    """One row per (tid, name, k) that every shape step ran as often: the first step's shape columns, ``n_ref``
-    (how often the thread ran the name in a step) and ``same`` (every step recorded the same dims and scalars)."""
+    """One row per (tid, name, k) that every shape step ran as often and with the same dtypes: the first step's
+    shape columns, ``n_ref`` (how often the thread ran the name in a step), and per column whether every step
+    recorded the same (``same_input_dims``, ``same_concrete_inputs``): a sampler's random index in a scalar
+    argument does not make the dims unknown."""
     counts = shape_ops.groupby(["step", "tid", "name"], sort=False).size().rename("n").reset_index()
     steady = counts.groupby(["tid", "name"], sort=False)["n"].agg(["min", "max", "size"])
     steady = steady[(steady["min"] == steady["max"]) & (steady["size"] == steps)]
     kept = shape_ops.merge(steady["min"].rename("n_ref").reset_index(), on=["tid", "name"], how="inner")
     if kept.empty:
         return kept
-    kept["shape"] = kept["input_dims"] + "\x00" + kept["concrete_inputs"] + "\x00" + kept["input_types"]
-    agree = kept.groupby(_KEY, sort=False)["shape"].nunique().rename("distinct").reset_index()
-    first = kept[kept["step"] == kept["step"].min()]
-    types_agree = kept.groupby(_KEY, sort=False)["input_types"].nunique().rename("types").reset_index()
-    out = first.merge(agree, on=_KEY).merge(types_agree, on=_KEY)
-    out = out[out["types"] == 1]  # dtypes that vary too: nothing is sure
-    out["same"] = out["distinct"] == 1
-    return out[[*_KEY, "n_ref", "same", *SHAPE_COLUMNS]]
+    distinct = kept.groupby(_KEY, sort=False)[list(SHAPE_COLUMNS)].nunique()
+    first = kept[kept["step"] == kept["step"].min()].set_index(_KEY)
+    out = first[[c for c in first.columns if c not in ("row", "step")]].join(distinct.add_suffix("_distinct"))
+    out = out[out["input_types_distinct"] == 1]  # dtypes that vary too: nothing is sure
+    for column in AGREED_COLUMNS:
+        out[f"same_{column}"] = out[f"{column}_distinct"] == 1
+    return out.reset_index()[[*_KEY, "n_ref", *(f"same_{c}" for c in AGREED_COLUMNS), *SHAPE_COLUMNS]]

@@ -108,6 +108,19 @@ def test_shapes_that_vary_between_the_shape_steps_give_dtypes_only(tmp_path: Pat
     assert not trace.quality.meta_notes  # the times are whole: not a data-quality problem
 
 
+def test_a_scalar_that_differs_between_the_shape_steps_leaves_the_dims_known(tmp_path: Path) -> None:
+    """A sampler's random index reaches aten::select as a scalar: it differs every step, the dims do not."""
+    def select(index: str) -> tuple[int, str, dict]:
+        return MAIN, "aten::select", _args([[1920, 28, 28], [], []], ["float", "Scalar", "Scalar"], ["", "0", index])
+
+    trace = load_kineto(_recorded(tmp_path, [[select("5"), MM]] * 2, [[select("1590"), MM], [select("1740"), MM]]))
+    meta = trace.meta[META_KEY]
+    assert (meta["matched"], meta["dtypes_only"], meta["note"]) == (4, 0, None)
+    picked = trace.events[trace.events["name"] == "aten::select"]
+    assert picked["input_dims"].astype(str).tolist() == ["[[1920,28,28],[],[]]"] * 2
+    assert picked["concrete_inputs"].astype(str).tolist() == ["", ""]  # which index the window took is unknown
+
+
 def test_a_step_that_ran_an_operator_more_often_gets_no_shapes_for_it(tmp_path: Path) -> None:
     """A window step that took another branch (one more aten::mm) cannot be matched call by call."""
     window = [[MM, ADD], [MM, MM, ADD]]
