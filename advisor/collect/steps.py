@@ -31,7 +31,8 @@ their input shapes only, into :data:`~advisor.naming.SHAPES_DIR` beside the
 trace; the window then runs without ``record_shapes``, which would keep every
 operator's inputs alive until the profiler stops (see
 :class:`~advisor.collect.backends.KinetoBackend`). With fewer wait steps, or a
-time window, the window records the shapes itself. When the last active step ends the backend writes its output; as
+time window, the window records the shapes itself. When the last active step
+ends the backend writes its output; as
 many steps again then run without the profiler, the labels or the source
 marker, timed (``unprofiled_step_ms``, at most as long again as the window
 took): what the profiler added to the recorded steps is said, not guessed.
@@ -170,7 +171,8 @@ class StepDriver:
             return True
         if self.state == "shapes":  # the window never began: its shapes are no use
             self.backend.stop_shapes(save=False)  # type: ignore[attr-defined]
-        if self.state in ("tail", "shapes"):  # the window is saved; the unprofiled steps timed so far are kept
+            self.state = "done"
+        if self.state == "tail":  # the window is saved; the unprofiled steps timed so far are kept
             self.state = "done"
         self._instrument(False)
         return False

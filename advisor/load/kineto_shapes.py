@@ -64,7 +64,7 @@ class ShapeMatch:
         return asdict(self)
 
     def sentence(self) -> str:
-        """What the window's operators lack, in words (for the data-quality note)."""
+        """What the window's operators lack, in words (a note of the findings: the times are whole either way)."""
         if not self.steps:
             return f"no input shapes: {self.file} holds no complete step"
         missing = self.ops - self.matched - self.dtypes_only
