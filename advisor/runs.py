@@ -210,6 +210,7 @@ class _ScriptRun(StageHooks):
             finished_at=time.strftime("%Y-%m-%d %H:%M:%S"), step_method=result.step_method, error=result.error,
             environment=first.get("environment", {}), threads_at_capture=first.get("threads_at_capture"),
             host_costs=first.get("host_costs"), unprofiled_step_ms=first.get("unprofiled_step_ms") or [],
+            heap=first.get("heap"),
             dataloader_fetch=first.get("dataloader_fetch"),
             timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
             traces=[self.run.relative(t) for t in result.traces], child_command=result.command,

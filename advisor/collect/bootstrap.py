@@ -188,6 +188,8 @@ class Child:
             "dataloader_fetch": d.labels.fetch_times.as_json() if d and d.labels else None,
             # the steps after the window, timed without the profiler (see advisor.collect.steps)
             "unprofiled_step_ms": list(d.unprofiled_step_ms) if d else [],
+            # page faults of those steps and of the recorded ones, and the heap headroom given to the window
+            "heap": d.heap if d else None,
             # what the window recorded: none, partial (the script ended inside it) or complete
             "profile": d.recorded if d else "none",
         })

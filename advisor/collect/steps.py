@@ -53,6 +53,7 @@ from __future__ import annotations
 import _thread
 import math
 import os
+import resource
 import signal
 import threading
 import time
@@ -64,7 +65,8 @@ import torch
 
 from advisor.collect.backends import Backend
 from advisor.collect.config import CollectorConfig
-from advisor.collect.environment import thread_settings
+from advisor.collect.environment import allocator_settings, thread_settings
+from advisor.collect.heap_headroom import reserve as reserve_heap_headroom
 from advisor.collect.host_costs import measure_host_costs
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_grad_scaler
 from advisor.collect.source_marker import SourceMarker
@@ -120,6 +122,12 @@ class StepDriver:
         #: wall time of each step after the window, run without the profiler, the labels or the source marker
         #: (the same number of steps as the window, at most as long again as it took)
         self.unprofiled_step_ms: list[float] = []
+        #: minor page faults of each recorded step and of each step after the window, and the heap headroom
+        #: given to the window (advisor.collect.heap_headroom): whether the recorded steps paid for fresh
+        #: memory that the script's own steps do not
+        self.heap: dict[str, Any] = {"window_faults": [], "unprofiled_faults": [], "headroom": None,
+                                     "page_bytes": resource.getpagesize()}
+        self._faults_mark = 0
         self._tail_start = self._tail_mark = 0.0
         self._tail_limit_s = math.inf
         #: how many wait steps before the warm-up are recorded for their shapes (0: the window records them)
@@ -277,6 +285,11 @@ class StepDriver:
         if self.step == 1:
             self._note_first_step()
         new = self._state_of(self.step)
+        if self.state in ("active", "tail"):
+            faults = _minor_faults()
+            self.heap["window_faults" if self.state == "active" else "unprofiled_faults"].append(
+                faults - self._faults_mark)
+            self._faults_mark = faults
         if self.state == "tail":
             now = time.perf_counter()
             self.unprofiled_step_ms.append(round((now - self._tail_mark) * 1e3, 3))
@@ -310,7 +323,10 @@ class StepDriver:
             self.timings["warmup_start"] = self._now()
         if new == "active":
             self.capture_threads = thread_settings()
+            if self.cfg.mode == "kineto":
+                self.heap["headroom"] = reserve_heap_headroom(allocator_settings())
             self.backend.start(self.step)
+            self._faults_mark = _minor_faults()
             self.timings["capture_start"] = self._now()
         if new in ("tail", "done") and old == "active":
             self._stop_clock()
@@ -325,6 +341,7 @@ class StepDriver:
             # several ranks: each would stop at its own clock, and a rank that stopped first would leave the
             # others waiting in the next step's collectives, where counted steps end every rank at the same one.
             self._tail_start = self._tail_mark = time.perf_counter()
+            self._faults_mark = _minor_faults()
             window_s = self.timings["capture_end"] - self.timings["capture_start"]
             self._tail_limit_s = math.inf if _several_ranks() else max(_TAIL_MIN_S, window_s)
         if new == "done":
@@ -391,6 +408,11 @@ class StepDriver:
 
     def _now(self) -> float:
         return round(time.monotonic() - self.started, 6)
+
+
+def _minor_faults() -> int:
+    """The process's minor page faults so far: pages it touched for the first time (or got back from the system)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _several_ranks() -> bool:

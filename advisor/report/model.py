@@ -33,7 +33,7 @@ from advisor.report.sources import locations, module_path, source_context
 from advisor.report.story import chain, combined_line
 from advisor.report.trail import build_trail
 from advisor.rundir import RunDir
-from advisor.units import fmt_ms, fmt_pct
+from advisor.units import fmt_bytes, fmt_ms, fmt_pct
 
 __all__ = ["build_report_data", "first_sentence", "source_context"]
 
@@ -142,21 +142,52 @@ def profiler_note(facts: Mapping[str, Any]) -> str | None:
 
 
 def _drift_note(facts: Mapping[str, Any]) -> str:
-    """A sentence when the recorded steps slowed down as the window went on; "" otherwise."""
+    """A sentence when the recorded steps slowed down as the window went on, or paid for new memory; "" otherwise."""
     drift = facts.get("steps.window_drift")
+    faulted = _fault_note(facts)
     if not isinstance(drift, (int, float)) or drift < WINDOW_DRIFT_NOTE:
-        return ""
+        return faulted
+    slowed = (f" The recorded steps also slowed down as the window went on (the later half took {drift:.1f} times "
+              "the earlier half)")
+    if faulted:
+        return slowed + "." + faulted
+    if isinstance(facts.get("steps.window_fault_bytes"), (int, float)):
+        # measured, and not new memory: say only what was seen
+        return (slowed + ", without faulting in new memory; as the steps after the window were faster, that extra "
+                "time is most likely the profiler's, not your program's; a shorter window (--active 3) keeps more "
+                "of it out.")
     if facts.get("trace.shapes") == "window":
         held = ("the profiler keeps every operator's inputs until it stops (record_shapes), so the process grows "
                 "with each recorded step")
     else:
         held = ("the profiler keeps its records until it stops, and the memory the script frees between them is "
                 "harder to reuse, so the process grows with each recorded step")
-    return (f" The recorded steps also slowed down as the window went on (the later half took {drift:.1f} times "
-            f"the earlier half): {held}, and where new memory is slow to fault in (on virtual "
+    return (slowed + f": {held}, and where new memory is slow to fault in (on virtual "
             "machines in particular) the later steps pay for it. As the steps after the window were faster, that "
             "extra time is most likely the profiler's, not your program's; a shorter window (--active 3) keeps "
             "more of it out.")
+
+
+#: new memory a recorded step faulted in, from which (and from FAULT_RATIO times the unprofiled steps') it is said
+FAULT_NOTE_BYTES = 4 << 20
+FAULT_RATIO = 4
+
+
+def _fault_note(facts: Mapping[str, Any]) -> str:
+    """A sentence when the recorded steps faulted in much more new memory than the steps after them; "" else."""
+    window, unprofiled = facts.get("steps.window_fault_bytes"), facts.get("steps.unprofiled_fault_bytes")
+    if not isinstance(window, (int, float)) or not isinstance(unprofiled, (int, float)):
+        return ""
+    if window < FAULT_NOTE_BYTES or window < FAULT_RATIO * unprofiled:
+        return ""
+    if facts.get("trace.shapes") == "window":
+        held = "every operator's inputs (record_shapes)"
+    else:
+        held = "its records"
+    return (f" Each recorded step faulted in {fmt_bytes(window)} of new memory (the median), the steps after the "
+            f"window {fmt_bytes(unprofiled)}: the profiler keeps {held} until it stops, where they take the place "
+            "of memory your script freed, the script's next allocations land on fresh pages, and the recorded "
+            "times pay for faulting them in, which your program without the profiler does not.")
 
 
 def _summary(facts: Mapping[str, Any], diagnoses: list[dict[str, Any]]) -> dict[str, Any]:

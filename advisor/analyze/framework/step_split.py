@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from advisor.analyze.findings import FactSpec, records
@@ -34,6 +35,11 @@ PROVIDES = (
     FactSpec("steps.unprofiled_count", "count", "how many steps after the window were timed without the profiler"),
     FactSpec("steps.profiler_overhead", "fraction", "how much longer the recorded steps took than the unprofiled "
              "ones: steps.time_ms / steps.unprofiled_ms - 1 (the profiler's own cost, in the recorded times)"),
+    FactSpec("steps.window_fault_bytes", "bytes", "new memory each recorded step faulted in (minor page faults "
+             "times the page size, median of the window's steps): pages the process touched for the first time or got back from the system"),
+    FactSpec("steps.unprofiled_fault_bytes", "bytes", "the same for the steps timed after the window without the profiler"),
+    FactSpec("steps.heap_headroom_bytes", "bytes", "heap pages the collector faulted in and gave back to glibc before the "
+             "window, for the profiler's records to grow into (advisor.collect.heap_headroom); absent where none"),
     FactSpec("steps.window_drift", "ratio", "the later half of the recorded steps' mean time over the earlier "
              "half's (at least four steps): above 1 when the steps slowed down as the recording went on"),
     FactSpec("steps.table", "table", "every analysed step and its phase split", columns={
@@ -72,6 +78,7 @@ def step_split(view: TraceView) -> dict[str, Any]:
     out["steps.spread"] = (out["steps.time_ms_max"] - out["steps.time_ms_min"]) / mean if mean else 0.0
     out["steps.window_drift"] = _drift([r["time_ms"] for r in rows])
     out.update(_unprofiled(view.run_meta.get("unprofiled_step_ms"), mean))
+    out.update(_faults(view.run_meta.get("heap")))
     sources = view.phase_sources
     table = []
     for p in PHASES:
@@ -107,3 +114,20 @@ def _unprofiled(times: Any, profiled_ms: float) -> dict[str, Any]:
     median, count = unprofiled
     return {"steps.unprofiled_ms": median, "steps.unprofiled_count": count,
             "steps.profiler_overhead": profiled_ms / median - 1 if profiled_ms else None}
+
+
+def _faults(heap: Any) -> dict[str, Any]:
+    """The page-fault facts from run.json's ``heap`` (the collector's record of the steps' minor faults)."""
+    if not isinstance(heap, dict):
+        return {}
+    page = heap.get("page_bytes") or 4096
+    out: dict[str, Any] = {}
+    for key, fact in (("window_faults", "steps.window_fault_bytes"),
+                       ("unprofiled_faults", "steps.unprofiled_fault_bytes")):
+        counts = [c for c in heap.get(key) or [] if isinstance(c, (int, float))]
+        if counts:
+            out[fact] = statistics.median(counts) * page
+    headroom = heap.get("headroom")
+    if isinstance(headroom, dict) and headroom.get("kept"):
+        out["steps.heap_headroom_bytes"] = round((headroom.get("mb") or 0) * 2**20)
+    return out

@@ -1,0 +1,80 @@
+"""The heap headroom the collector gives the window where glibc keeps freed memory (advisor.collect.heap_headroom).
+
+The real allocator of a real process: a child Python faults in the headroom, then grows its heap as the
+profiler's records make a script's heap grow (blocks from the heap, written once), and counts its page faults.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from advisor.collect.heap_headroom import reserve
+
+KEEP = {"MALLOC_TRIM_THRESHOLD_": "1000000000", "MALLOC_MMAP_THRESHOLD_": "100000000"}
+GLIBC_KEEPS = {"name": "glibc", "keeps_freed_memory": True}
+
+# Grows the heap by 32 MB in 64 KB blocks, written once: the pages a fragmented heap takes on in a recorded step.
+CHILD = """
+import ctypes, json, resource, sys
+from advisor.collect.environment import allocator_settings
+from advisor.collect.heap_headroom import reserve
+given = reserve(allocator_settings()) if sys.argv[1] == "headroom" else None
+if sys.argv[1] == "forced":
+    given = reserve({"name": "glibc", "keeps_freed_memory": True}, {"MALLOC_TRIM_THRESHOLD_": "1000000000"})
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for _ in range(512):
+    ctypes.memset(libc.malloc(65536), 1, 65536)
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+print(json.dumps({"given": given, "faults": faults}))
+"""
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, on Linux")
+
+
+def _child(mode: str, env: dict[str, str]) -> dict:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+    done = subprocess.run([sys.executable, "-c", CHILD, mode], env={**clean, **env}, capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def test_growth_after_the_headroom_lands_on_resident_pages() -> None:
+    pages = 32 * 2**20 // os.sysconf("SC_PAGE_SIZE")
+    without = _child("none", KEEP)
+    assert without["faults"] >= 0.9 * pages, without  # a growing heap faults every new page in
+    given = _child("headroom", KEEP)
+    assert given["given"]["kept"] is True and given["given"]["mb"] >= 64, given
+    assert given["faults"] < 0.1 * pages, given
+
+
+def test_glibcs_dynamic_thresholds_would_trim_it_at_once() -> None:
+    # Why it is given only where both thresholds are fixed: glibc's own trim threshold hands the freed headroom
+    # back to the system as soon as it is freed, and the growth faults again.
+    assert _child("headroom", {})["given"] is None
+    forced = _child("forced", {})
+    assert forced["given"]["kept"] is False
+    assert forced["faults"] >= 0.9 * 32 * 2**20 // os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.parametrize("allocator, env", [
+    ({"name": "glibc", "keeps_freed_memory": False}, KEEP),
+    ({"name": "jemalloc", "keeps_freed_memory": True}, KEEP),
+    (GLIBC_KEEPS, {"MALLOC_TRIM_THRESHOLD_": "1048576", "MALLOC_MMAP_THRESHOLD_": "100000000"}),
+    (GLIBC_KEEPS, {"MALLOC_TRIM_THRESHOLD_": "lots", "MALLOC_MMAP_THRESHOLD_": "100000000"}),
+])
+def test_no_headroom_where_it_would_not_stay(allocator: dict, env: dict) -> None:
+    # dynamic glibc, an allocator of its own, a trim threshold below the smallest headroom, one glibc cannot read
+    assert reserve(allocator, env) is None
+
+
+def test_the_tunable_form_of_the_trim_threshold_is_read() -> None:
+    tunables = {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1048576:glibc.malloc.mmap_threshold=100000000"}
+    assert reserve(GLIBC_KEEPS, tunables) is None  # read, and below the smallest headroom
