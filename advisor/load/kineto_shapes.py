@@ -16,6 +16,11 @@ match is sure:
 
 - the thread ran that operator as many times in the window step as in every
   shape step (a step that took another branch matches nothing of that name);
+- or, where the counts differ, the shape steps ran that operator's calls as
+  one unit repeated (a closure that ``optimizer.step`` evaluates a varying
+  number of times: LBFGS's line search, or a loop of micro-batches), the same
+  unit in every shape step and at least twice in each, and the window step ran
+  a whole number of units: the k-th call is the (k mod unit)-th of the unit;
 - the shape steps agree: where their dims differ (variable sequence
   lengths, a last smaller batch), only the dtypes are given, as the window's
   own shapes cannot be known; scalars (``concrete_inputs``) are given where
@@ -59,6 +64,8 @@ class ShapeMatch:
     #: operators given their shapes; given only their dtypes (the shape steps disagreed on the dims)
     matched: int = 0
     dtypes_only: int = 0
+    #: of those, operators placed by a repeated unit of calls, as their step ran it a different number of times
+    repeated: int = 0
 
     def to_meta(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,22 +106,24 @@ def give_shapes(events: pd.DataFrame, shapes: pd.DataFrame, file: str) -> tuple[
     if not match.ops or not match.steps:
         return events, match
     reference = _agreed(shape_ops, match.steps)
-    if reference.empty:
-        return events, match
     window_ops["n"] = window_ops.groupby(["step", "tid", "name"], sort=False)["k"].transform("size")
-    joined = window_ops.merge(reference, on=_KEY, how="inner")
-    joined = joined[joined["n"] == joined["n_ref"]]
-    match.matched = int(joined["same_input_dims"].sum())
-    match.dtypes_only = int(len(joined) - match.matched)
+    joined = window_ops.merge(reference, on=_KEY, how="inner") if len(reference) else window_ops.iloc[0:0]
+    joined = joined[joined["n"] == joined["n_ref"]] if len(joined) else joined
+    rest = window_ops[~window_ops["row"].isin(joined["row"])]
+    repeated = _by_repeated_unit(rest, shape_ops, match.steps)
+    match.repeated = len(repeated)
+    joined = pd.concat([joined, repeated], ignore_index=True) if len(joined) else repeated
     if joined.empty:
         return events, match
+    match.matched = int(joined["same_input_dims"].astype(bool).sum())
+    match.dtypes_only = int(len(joined) - match.matched)
     rows = joined["row"].to_numpy()
     out = events.copy(deep=False)
     for column in SHAPE_COLUMNS:
         values = out[column].astype(object).to_numpy(copy=True)
         given = joined[column].to_numpy(dtype=object)
         if column in AGREED_COLUMNS:  # dims and scalars only where the shape steps agreed on them
-            given = np.where(joined[f"same_{column}"].to_numpy(), given, "")
+            given = np.where(joined[f"same_{column}"].to_numpy(dtype=bool), given, "")
         values[rows] = given
         out[column] = pd.Categorical(values)
     return out, match
@@ -171,3 +180,67 @@ def _agreed(shape_ops: pd.DataFrame, steps: int) -> pd.DataFrame:
     for column in AGREED_COLUMNS:
         out[f"same_{column}"] = out[f"{column}_distinct"] == 1
     return out.reset_index()[[*_KEY, "n_ref", *(f"same_{c}" for c in AGREED_COLUMNS), *SHAPE_COLUMNS]]
+
+
+def _by_repeated_unit(window_ops: pd.DataFrame, shape_ops: pd.DataFrame, steps: int) -> pd.DataFrame:
+    """The window operators ``window_ops`` (not matched call for call) that a repeated unit of calls places:
+    the rows :func:`give_shapes` joins, with the unit's shape columns and agreement flags."""
+    if window_ops.empty:
+        return window_ops
+    units = {}
+    for (tid, name), calls in shape_ops.groupby(["tid", "name"], sort=False):
+        unit = _unit(calls, steps)
+        if unit is not None:
+            units[(tid, name)] = unit
+    if not units:
+        return window_ops.iloc[0:0]
+    found = []
+    for (tid, name), calls in window_ops.groupby(["tid", "name"], sort=False):
+        unit = units.get((tid, name))
+        if unit is None:
+            continue
+        size = len(unit)
+        for n, of_step in calls.groupby("n", sort=False):
+            if n % size:  # not a whole number of units: another branch, not another repeat
+                continue
+            picked = unit.iloc[of_step["k"].to_numpy() % size]
+            found.append(pd.DataFrame({"row": of_step["row"].to_numpy(),
+                                       **{c: picked[c].to_numpy() for c in picked.columns}}))
+    return pd.concat(found, ignore_index=True) if found else window_ops.iloc[0:0]
+
+
+def _unit(calls: pd.DataFrame, steps: int) -> pd.DataFrame | None:
+    """The unit one thread's calls of one operator repeat in every shape step (dtypes and dims), each step
+    running it at least twice, or None: its shape columns and whether every repeat in every step agreed on
+    the dims and on the scalars."""
+    per_step = [group.sort_values("k") for _, group in calls.groupby("step", sort=False)]
+    if len(per_step) != steps:
+        return None
+    size = None
+    for group in per_step:
+        keys = list(zip(group["input_types"], group["input_dims"]))
+        found = _period(keys)
+        if found is None or (size is not None and found != size):
+            return None
+        size = found
+    assert size is not None
+    stacked = pd.concat(per_step, ignore_index=True)
+    position = np.concatenate([np.arange(len(g)) % size for g in per_step])
+    by_position = stacked.groupby(position, sort=True)
+    distinct = by_position[list(SHAPE_COLUMNS)].nunique()
+    if (distinct["input_types"] != 1).any():
+        return None
+    first = stacked.iloc[:size].reset_index(drop=True)
+    unit = first[list(SHAPE_COLUMNS)].copy()
+    for column in AGREED_COLUMNS:
+        unit[f"same_{column}"] = (distinct[column] == 1).to_numpy()
+    return unit
+
+
+def _period(keys: list[tuple[str, str]]) -> int | None:
+    """The shortest unit that ``keys`` repeats a whole number of times, at least twice; None if none."""
+    n = len(keys)
+    for size in range(1, n // 2 + 1):
+        if n % size == 0 and keys == keys[:size] * (n // size):
+            return size
+    return None

@@ -67,7 +67,7 @@ def test_every_operator_of_a_steady_loop_gets_its_shapes(tmp_path: Path) -> None
     ops = [MM, ADD, second_mm, BWD]
     trace = load_kineto(_recorded(tmp_path, [ops] * 3, [ops] * 2))
     assert trace.meta[META_KEY] == {"file": f"{SHAPES_DIR}/rank0.pt.trace.json.gz", "steps": 2, "ops": 12,
-                                    "matched": 12, "dtypes_only": 0, "note": None}
+                                    "matched": 12, "dtypes_only": 0, "repeated": 0, "note": None}
     cpu = trace.events[trace.events["cat"] == "cpu_op"]
     main_mm = cpu[(cpu["name"] == "aten::mm") & (cpu["tid"] == MAIN)]["input_dims"].astype(str).tolist()
     # the k-th aten::mm of the thread in each step is the k-th of the shape steps, not any aten::mm
@@ -131,6 +131,29 @@ def test_a_step_that_ran_an_operator_more_often_gets_no_shapes_for_it(tmp_path: 
     assert dims[2:4] == ["", ""] and dims[4] == "[[64,16],[64,16],[]]"  # the adds still match
     assert trace.meta[META_KEY]["matched"] == 3 and trace.meta[META_KEY]["ops"] == 5
     assert "2 have none (their step ran them a different number of times" in trace.meta[META_KEY]["note"]
+
+
+def test_a_closure_evaluated_a_varying_number_of_times_is_placed_by_its_unit(tmp_path: Path) -> None:
+    """LBFGS's line search runs the closure (forward and backward) a different number of times each step: the
+    k-th aten::mm is the (k mod 2)-th of the closure's two, whatever the count."""
+    second_mm = (MAIN, "aten::mm", _args([[64, 16], [16, 8]], ["float", "float"]))
+    closure = [MM, ADD, second_mm, BWD]
+    trace = load_kineto(_recorded(tmp_path, [closure * 4, closure * 1], [closure * 3, closure * 2]))
+    meta = trace.meta[META_KEY]
+    assert (meta["ops"], meta["matched"], meta["dtypes_only"], meta["note"]) == (20, 20, 0, None)
+    assert meta["repeated"] == 20  # the shape steps ran different counts: nothing matches call for call
+    cpu = trace.events[trace.events["cat"] == "cpu_op"]
+    main_mm = cpu[(cpu["name"] == "aten::mm") & (cpu["tid"] == MAIN)]["input_dims"].astype(str).tolist()
+    assert main_mm == ["[[64,32],[32,16]]", "[[64,16],[16,8]]"] * 5
+
+
+def test_a_repeat_is_not_assumed_from_one_call_or_a_broken_unit(tmp_path: Path) -> None:
+    """Two calls at least make a unit in every shape step, and a window step must run whole units."""
+    once = load_kineto(_recorded(tmp_path / "once", [[MM, ADD], [MM, MM, ADD]], [[MM, ADD], [MM, ADD, ADD]]))
+    assert once.meta[META_KEY]["repeated"] == 0  # aten::mm ran once per shape step: no unit to repeat
+    second_mm = (MAIN, "aten::mm", _args([[64, 16], [16, 8]], ["float", "float"]))
+    odd = load_kineto(_recorded(tmp_path / "odd", [[MM, second_mm, MM]], [[MM, second_mm] * 2, [MM, second_mm] * 3]))
+    assert odd.meta[META_KEY]["matched"] == 0  # three calls are not a whole number of two-call units
 
 
 def test_a_broken_shape_file_is_said_and_the_trace_still_loads(tmp_path: Path) -> None:
