@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -138,7 +139,8 @@ def allocator_settings(maps: str | None = None, environ: Mapping[str, str] | Non
 
     ``name``: jemalloc, tcmalloc or mimalloc when one is loaded (preloaded or linked), else glibc;
     ``keeps_freed_memory``: true for those, and for glibc with both thresholds fixed by variable or tunable;
-    ``how``: what was seen, in words. ``maps`` (``/proc/self/maps``) and ``environ`` are for tests.
+    ``how``: what was seen, in words; for glibc that keeps it, ``trim_threshold`` in bytes (None when
+    unreadable). ``maps`` (``/proc/self/maps``) and ``environ`` are for tests.
     """
     env = os.environ if environ is None else environ
     if maps is None:
@@ -153,12 +155,24 @@ def allocator_settings(maps: str | None = None, environ: Mapping[str, str] | Non
     tunables = env.get("GLIBC_TUNABLES", "")
     if all(env.get(v) for v in _GLIBC_KEEP_VARS):
         fixed = _GLIBC_KEEP_VARS
+        trim = env[_GLIBC_KEEP_VARS[0]]
     elif all(t + "=" in tunables for t in _GLIBC_KEEP_TUNABLES):
         fixed = _GLIBC_KEEP_TUNABLES
+        found = re.search(re.escape(_GLIBC_KEEP_TUNABLES[0]) + r"=(\w+)", tunables)
+        trim = found.group(1) if found else ""
     else:
         return {"name": "glibc", "keeps_freed_memory": False,
                 "how": "glibc malloc with its dynamic thresholds: large freed blocks go back to the system"}
-    return {"name": "glibc", "keeps_freed_memory": True, "how": f"glibc malloc with {' and '.join(fixed)} set"}
+    return {"name": "glibc", "keeps_freed_memory": True, "how": f"glibc malloc with {' and '.join(fixed)} set",
+            "trim_threshold": _bytes(trim)}
+
+
+def _bytes(text: str) -> int | None:
+    """A glibc threshold's value as glibc reads it (decimal, 0x hex or 0 octal); None when it cannot be read."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        return None
 
 
 def _load_average() -> float | None:

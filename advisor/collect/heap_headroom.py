@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -49,18 +47,6 @@ class _Mallinfo2(ctypes.Structure):
                  "keepcost")]
 
 
-def _trim_threshold(env: Mapping[str, str]) -> int | None:
-    """The fixed trim threshold in bytes, from the variable or the tunable; None when glibc's is dynamic."""
-    value = env.get("MALLOC_TRIM_THRESHOLD_")
-    if value is None:
-        found = re.search(r"glibc\.malloc\.trim_threshold=(\w+)", env.get("GLIBC_TUNABLES", ""))
-        value = found.group(1) if found else None
-    try:
-        return int(value, 0) if value is not None else None
-    except ValueError:
-        return None
-
-
 def _available_bytes() -> int | None:
     try:
         with open("/proc/meminfo") as f:
@@ -72,17 +58,16 @@ def _available_bytes() -> int | None:
     return None
 
 
-def reserve(allocator: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+def reserve(allocator: Mapping[str, Any]) -> dict[str, Any] | None:
     """Fault in heap headroom for the window and give it back to glibc; what was done, or None where it is not.
 
     ``allocator`` is :func:`advisor.collect.environment.allocator_settings`' answer: only glibc that keeps
-    freed memory gets headroom. The answer says how many MB, in how many ms, and whether glibc kept them
+    freed memory gets headroom, at most its trim threshold. The answer says how many MB, in how many ms, and whether glibc kept them
     (its heap did not shrink back).
     """
     if allocator.get("name") != "glibc" or not allocator.get("keeps_freed_memory"):
         return None
-    env = os.environ if environ is None else environ
-    trim = _trim_threshold(env)
+    trim = allocator.get("trim_threshold")
     name = ctypes.util.find_library("c")
     if trim is None or trim < _MIN or name is None:
         return None

@@ -65,7 +65,7 @@ import torch
 
 from advisor.collect.backends import Backend
 from advisor.collect.config import CollectorConfig
-from advisor.collect.environment import allocator_settings, thread_settings
+from advisor.collect.environment import thread_settings
 from advisor.collect.heap_headroom import reserve as reserve_heap_headroom
 from advisor.collect.host_costs import measure_host_costs
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_grad_scaler
@@ -324,7 +324,7 @@ class StepDriver:
         if new == "active":
             self.capture_threads = thread_settings()
             if self.cfg.mode == "kineto":
-                self.heap["headroom"] = reserve_heap_headroom(allocator_settings())
+                self.heap["headroom"] = reserve_heap_headroom(self.capture_threads["allocator"])
             self.backend.start(self.step)
             self._faults_mark = _minor_faults()
             self.timings["capture_start"] = self._now()

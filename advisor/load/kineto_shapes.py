@@ -187,8 +187,11 @@ def _by_repeated_unit(window_ops: pd.DataFrame, shape_ops: pd.DataFrame, steps: 
     the rows :func:`give_shapes` joins, with the unit's shape columns and agreement flags."""
     if window_ops.empty:
         return window_ops
+    wanted = set(zip(window_ops["tid"], window_ops["name"]))
     units = {}
     for (tid, name), calls in shape_ops.groupby(["tid", "name"], sort=False):
+        if (tid, name) not in wanted:
+            continue
         unit = _unit(calls, steps)
         if unit is not None:
             units[(tid, name)] = unit

@@ -153,19 +153,19 @@ def _drift_note(facts: Mapping[str, Any]) -> str:
         return slowed + "." + faulted
     if isinstance(facts.get("steps.window_fault_bytes"), (int, float)):
         # measured, and not new memory: say only what was seen
-        return (slowed + ", without faulting in new memory; as the steps after the window were faster, that extra "
-                "time is most likely the profiler's, not your program's; a shorter window (--active 3) keeps more "
-                "of it out.")
+        return slowed + ", without faulting in new memory." + _PROFILERS_TIME
     if facts.get("trace.shapes") == "window":
         held = ("the profiler keeps every operator's inputs until it stops (record_shapes), so the process grows "
                 "with each recorded step")
     else:
         held = ("the profiler keeps its records until it stops, and the memory the script frees between them is "
                 "harder to reuse, so the process grows with each recorded step")
-    return (slowed + f": {held}, and where new memory is slow to fault in (on virtual "
-            "machines in particular) the later steps pay for it. As the steps after the window were faster, that "
-            "extra time is most likely the profiler's, not your program's; a shorter window (--active 3) keeps "
-            "more of it out.")
+    return (slowed + f": {held}, and where new memory is slow to fault in (on virtual machines in particular) the "
+            "later steps pay for it." + _PROFILERS_TIME)
+
+
+_PROFILERS_TIME = (" As the steps after the window were faster, that extra time is most likely the profiler's, not "
+                   "your program's; a shorter window (--active 3) keeps more of it out.")
 
 
 #: new memory a recorded step faulted in, from which (and from FAULT_RATIO times the unprofiled steps') it is said

@@ -13,10 +13,12 @@ import sys
 
 import pytest
 
+from advisor.collect.environment import allocator_settings
 from advisor.collect.heap_headroom import reserve
 
+GLIBC_MAPS = "7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+JEMALLOC_MAPS = GLIBC_MAPS + "7f0000006000-7f0000007000 r-xp 00000000 08:01 3 /usr/lib/libjemalloc.so.2\n"
 KEEP = {"MALLOC_TRIM_THRESHOLD_": "1000000000", "MALLOC_MMAP_THRESHOLD_": "100000000"}
-GLIBC_KEEPS = {"name": "glibc", "keeps_freed_memory": True}
 
 # Grows the heap by 32 MB in 64 KB blocks, written once: the pages a fragmented heap takes on in a recorded step.
 CHILD = """
@@ -25,7 +27,7 @@ from advisor.collect.environment import allocator_settings
 from advisor.collect.heap_headroom import reserve
 given = reserve(allocator_settings()) if sys.argv[1] == "headroom" else None
 if sys.argv[1] == "forced":
-    given = reserve({"name": "glibc", "keeps_freed_memory": True}, {"MALLOC_TRIM_THRESHOLD_": "1000000000"})
+    given = reserve({"name": "glibc", "keeps_freed_memory": True, "trim_threshold": 1000000000})
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
 libc.malloc.argtypes = [ctypes.c_size_t]
@@ -64,17 +66,19 @@ def test_glibcs_dynamic_thresholds_would_trim_it_at_once() -> None:
     assert forced["faults"] >= 0.9 * 32 * 2**20 // os.sysconf("SC_PAGE_SIZE")
 
 
-@pytest.mark.parametrize("allocator, env", [
-    ({"name": "glibc", "keeps_freed_memory": False}, KEEP),
-    ({"name": "jemalloc", "keeps_freed_memory": True}, KEEP),
-    (GLIBC_KEEPS, {"MALLOC_TRIM_THRESHOLD_": "1048576", "MALLOC_MMAP_THRESHOLD_": "100000000"}),
-    (GLIBC_KEEPS, {"MALLOC_TRIM_THRESHOLD_": "lots", "MALLOC_MMAP_THRESHOLD_": "100000000"}),
+@pytest.mark.parametrize("maps, env", [
+    (GLIBC_MAPS, {}),
+    (JEMALLOC_MAPS, KEEP),
+    (GLIBC_MAPS, {"MALLOC_TRIM_THRESHOLD_": "1048576", "MALLOC_MMAP_THRESHOLD_": "100000000"}),
+    (GLIBC_MAPS, {"MALLOC_TRIM_THRESHOLD_": "lots", "MALLOC_MMAP_THRESHOLD_": "100000000"}),
 ])
-def test_no_headroom_where_it_would_not_stay(allocator: dict, env: dict) -> None:
+def test_no_headroom_where_it_would_not_stay(maps: str, env: dict) -> None:
     # dynamic glibc, an allocator of its own, a trim threshold below the smallest headroom, one glibc cannot read
-    assert reserve(allocator, env) is None
+    assert reserve(allocator_settings(maps, env)) is None
 
 
 def test_the_tunable_form_of_the_trim_threshold_is_read() -> None:
     tunables = {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1048576:glibc.malloc.mmap_threshold=100000000"}
-    assert reserve(GLIBC_KEEPS, tunables) is None  # read, and below the smallest headroom
+    assert allocator_settings(GLIBC_MAPS, tunables)["trim_threshold"] == 1048576
+    assert reserve(allocator_settings(GLIBC_MAPS, tunables)) is None  # below the smallest headroom
+    assert allocator_settings(GLIBC_MAPS, KEEP)["trim_threshold"] == 1000000000

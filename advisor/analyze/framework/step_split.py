@@ -36,10 +36,13 @@ PROVIDES = (
     FactSpec("steps.profiler_overhead", "fraction", "how much longer the recorded steps took than the unprofiled "
              "ones: steps.time_ms / steps.unprofiled_ms - 1 (the profiler's own cost, in the recorded times)"),
     FactSpec("steps.window_fault_bytes", "bytes", "new memory each recorded step faulted in (minor page faults "
-             "times the page size, median of the window's steps): pages the process touched for the first time or got back from the system"),
-    FactSpec("steps.unprofiled_fault_bytes", "bytes", "the same for the steps timed after the window without the profiler"),
-    FactSpec("steps.heap_headroom_bytes", "bytes", "heap pages the collector faulted in and gave back to glibc before the "
-             "window, for the profiler's records to grow into (advisor.collect.heap_headroom); absent where none"),
+             "times the page size, median of the window's steps): pages the process touched for the first time or "
+             "got back from the system"),
+    FactSpec("steps.unprofiled_fault_bytes", "bytes", "the same for the steps timed after the window without the "
+             "profiler"),
+    FactSpec("steps.heap_headroom_bytes", "bytes", "heap pages the collector faulted in and gave back to glibc "
+             "before the window, for the profiler's records to grow into (advisor.collect.heap_headroom); absent "
+             "where none"),
     FactSpec("steps.window_drift", "ratio", "the later half of the recorded steps' mean time over the earlier "
              "half's (at least four steps): above 1 when the steps slowed down as the recording went on"),
     FactSpec("steps.table", "table", "every analysed step and its phase split", columns={
