@@ -66,6 +66,7 @@ import torch
 from advisor.collect.backends import Backend
 from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import thread_settings
+from advisor.collect.heap_headroom import Headroom
 from advisor.collect.heap_headroom import reserve as reserve_heap_headroom
 from advisor.collect.host_costs import measure_host_costs
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_grad_scaler
@@ -127,6 +128,7 @@ class StepDriver:
         #: memory that the script's own steps do not
         self.heap: dict[str, Any] = {"window_faults": [], "unprofiled_faults": [], "headroom": None,
                                      "page_bytes": resource.getpagesize()}
+        self._headroom: Headroom | None = None
         self._faults_mark = 0
         self._tail_start = self._tail_mark = 0.0
         self._tail_limit_s = math.inf
@@ -324,7 +326,8 @@ class StepDriver:
         if new == "active":
             self.capture_threads = thread_settings()
             if self.cfg.mode == "kineto":
-                self.heap["headroom"] = reserve_heap_headroom(self.capture_threads["allocator"])
+                self._headroom = reserve_heap_headroom(self.capture_threads["allocator"])
+                self.heap["headroom"] = self._headroom.summary if self._headroom is not None else None
             self.backend.start(self.step)
             self._faults_mark = _minor_faults()
             self.timings["capture_start"] = self._now()
@@ -332,6 +335,9 @@ class StepDriver:
             self._stop_clock()
             with _signals_held(self.cfg.mode == "kineto"):
                 self.backend.stop()
+            if self._headroom is not None:
+                self._headroom.release()
+                self._headroom = None
             self.recorded = "complete"
             self.timings["capture_end"] = self._now()
             self._instrument(False)

@@ -96,7 +96,8 @@ def test_zeroing_is_not_diagnosed_on_a_cpu_whose_allocator_gives_freed_memory_ba
     assert run.facts["zero_grad.share"] >= 0.04, run.facts["zero_grad.share"]  # the zeroing is there
     assert run.facts["host.allocator"] == "glibc" and run.facts["host.allocator_keeps_memory"] is False
     assert "OPT002" not in {d["rule_id"] for d in run.diagnoses}
-    assert "steps.heap_headroom_bytes" not in run.facts  # glibc would trim it at once (advisor.collect.heap_headroom)
+    # pinned below glibc's highest block, which its dynamic trim threshold would otherwise hand back at once
+    assert run.facts["steps.heap_headroom_bytes"] >= 64 * 2**20, run.facts.get("steps.heap_headroom_bytes")
     kept = runs[("zeroed_grads", "slow")].facts
     assert kept["host.allocator_keeps_memory"] is True, kept["host.allocator_text"]
 
