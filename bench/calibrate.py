@@ -38,7 +38,9 @@ records, so it inflates a slow version with more operators more than its
 fix, and the two gains can differ. A row is judged on the recorded steps'
 gain unless it says ``judge: bare``: a rule whose estimate is priced from
 measurements made without the profiler (INF001's host-cost probes) is
-judged where it was measured. Not part of the test suite: it takes minutes, and
+judged where it was measured, and so is one whose fix removes so many
+recorded operators that the recorded gain holds the profiler's cost of
+recording them (CPU002's copies come with their views and backward nodes). Not part of the test suite: it takes minutes, and
 figures taken on a busy machine are noisy (it prints the load average).
 """
 
@@ -63,7 +65,8 @@ EXAMPLES = REPO / "examples"
 TABLE = EXAMPLES / "calibration.yaml"
 TOLERANCE = 0.30
 #: what a row's estimate is judged against: the recorded steps' gain (the default), or the gain without the
-#: profiler, for a rule whose estimate is priced from measurements made without it (INF001's host-cost probes)
+#: profiler, for a rule whose estimate is priced from measurements made without it (INF001's host-cost probes) or
+#: whose fix removes many recorded operators besides the ones it prices (CPU002)
 JUDGES = ("recorded", "bare")
 
 
