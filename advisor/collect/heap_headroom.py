@@ -24,14 +24,14 @@ Under glibc's dynamic thresholds (its defaults) the same fragmentation
 happens with a moving trim threshold, and freed headroom would be trimmed at
 once from the top of the heap. There the highest block stays allocated
 through the window and the rest lies free below it, where no trim reaches;
-the block is freed when the window ends, and the heap shrinks back as the
-script lets it. On ``examples/strided_copies.py`` the slow version's recorded
+the block is freed after the steps timed without the profiler that follow
+the window, and the heap shrinks back as the script lets it. On ``examples/strided_copies.py`` the slow version's recorded
 steps faulted in 30-51 MB each (0-12 MB unprofiled) and took 30-40 ms against
 19-24 ms unprofiled; with the pinned headroom 12 of 15 recorded steps faulted
 nothing and they took 23-31 ms. jemalloc or tcmalloc keep arenas of their
 own and get none. It costs no memory the window's growth would not take
 anyway, as long as it is no larger than that growth: its size is the heap's
-size, capped, and it is given back when the window ends.
+size, capped, and it is given back once the window and its unprofiled steps are done.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def _available_bytes() -> int | None:
 
 
 class Headroom:
-    """Heap headroom given to the window; :meth:`release` at the window's end gives back what it still holds.
+    """Heap headroom given to the window; :meth:`release` after it (and the unprofiled steps) gives back what it
+    still holds.
 
     Under glibc's dynamic thresholds the freed headroom would be trimmed at once from the top of the heap, so
     the block of it that lies highest stays allocated through the window (``pinned``) and keeps the rest below

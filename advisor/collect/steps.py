@@ -178,6 +178,7 @@ class StepDriver:
             self.timings["capture_end"] = self._now()
             self.state = "done"
             self._instrument(False)
+            self._release_headroom()
             return True
         if self.state == "shapes":  # the window never began: its shapes are no use
             self.backend.stop_shapes(save=False)  # type: ignore[attr-defined]
@@ -185,6 +186,7 @@ class StepDriver:
         if self.state == "tail":  # the window is saved; the unprofiled steps timed so far are kept
             self.state = "done"
         self._instrument(False)
+        self._release_headroom()
         return False
 
     # hooks -----------------------------------------------------------------------
@@ -335,9 +337,6 @@ class StepDriver:
             self._stop_clock()
             with _signals_held(self.cfg.mode == "kineto"):
                 self.backend.stop()
-            if self._headroom is not None:
-                self._headroom.release()
-                self._headroom = None
             self.recorded = "complete"
             self.timings["capture_end"] = self._now()
             self._instrument(False)
@@ -353,7 +352,15 @@ class StepDriver:
         if new == "done":
             self._stop_clock()
             self._instrument(False)
+            self._release_headroom()
             self.on_done()
+
+    def _release_headroom(self) -> None:
+        """After the steps timed without the profiler, not before them: given back at the window's end, the
+        headroom was trimmed and those steps faulted its pages in again (12-24 MB in the first of them)."""
+        if self._headroom is not None:
+            self._headroom.release()
+            self._headroom = None
 
     def _instrument(self, on: bool) -> None:
         if on:
