@@ -40,7 +40,8 @@ gain unless it says ``judge: bare``: a rule whose estimate is priced from
 measurements made without the profiler (INF001's host-cost probes) is
 judged where it was measured, and so is one whose fix removes so many
 recorded operators that the recorded gain holds the profiler's cost of
-recording them (CPU002's copies come with their views and backward nodes). Not part of the test suite: it takes minutes, and
+recording them (CPU002's copies come with their views and backward nodes).
+Not part of the test suite: it takes minutes, and
 figures taken on a busy machine are noisy (it prints the load average).
 """
 

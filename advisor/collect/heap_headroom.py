@@ -20,18 +20,19 @@ lands on them: no recorded step faulted in 17 runs of the example, the
 recorded step was 24-25 ms, and OPT002's calibration row went from -61% to
 -20% (``bench/calibrate.py``).
 
-Under glibc's dynamic thresholds (its defaults) the same fragmentation
-happens with a moving trim threshold, and freed headroom would be trimmed at
-once from the top of the heap. There the highest block stays allocated
-through the window and the rest lies free below it, where no trim reaches;
-the block is freed after the steps timed without the profiler that follow
-the window, and the heap shrinks back as the script lets it. On ``examples/strided_copies.py`` the slow version's recorded
-steps faulted in 30-51 MB each (0-12 MB unprofiled) and took 30-40 ms against
-19-24 ms unprofiled; with the pinned headroom 12 of 15 recorded steps faulted
-nothing and they took 23-31 ms. jemalloc or tcmalloc keep arenas of their
-own and get none. It costs no memory the window's growth would not take
-anyway, as long as it is no larger than that growth: its size is the heap's
-size, capped, and it is given back once the window and its unprofiled steps are done.
+Under glibc's dynamic thresholds (its defaults) the same fragmentation happens
+with a moving trim threshold, and freed headroom would be trimmed at once from
+the top of the heap. There the highest block stays allocated through the
+window and the rest lies free below it, where no trim reaches; the block is
+freed after the steps timed without the profiler that follow the window, and
+the heap shrinks back as the script lets it. On ``examples/strided_copies.py``
+the slow version's recorded steps faulted in 30-51 MB each (0-12 MB
+unprofiled) and took 30-40 ms against 19-24 ms unprofiled; with the pinned
+headroom 12 of 15 recorded steps faulted nothing and they took 23-31 ms.
+jemalloc or tcmalloc keep arenas of their own and get none. It costs no memory
+the window's growth would not take anyway, as long as it is no larger than
+that growth: its size is the heap's size, capped, and it is given back once
+the window and its unprofiled steps are done.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["Headroom", "reserve"]
@@ -76,7 +77,7 @@ class Headroom:
     it, out of the trim's reach; released, the heap shrinks back as the script's own allocations let it.
     """
 
-    def __init__(self, summary: dict[str, Any], free: Any = None, pin: int | None = None) -> None:
+    def __init__(self, summary: dict[str, Any], free: Callable[[int], Any], pin: int | None) -> None:
         self.summary = summary
         self._free, self._pin = free, pin
 

@@ -66,8 +66,7 @@ import torch
 from advisor.collect.backends import Backend
 from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import thread_settings
-from advisor.collect.heap_headroom import Headroom
-from advisor.collect.heap_headroom import reserve as reserve_heap_headroom
+from advisor.collect.heap_headroom import Headroom, reserve as reserve_heap_headroom
 from advisor.collect.host_costs import measure_host_costs
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_grad_scaler
 from advisor.collect.source_marker import SourceMarker
