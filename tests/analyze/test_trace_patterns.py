@@ -120,6 +120,13 @@ def test_zero_grad_without_set_to_none(tmp_path: Path) -> None:
     assert f["zero_grad.calls_per_step"] == 4 and f["zero_grad.by_optimizer"] is True
     assert f["zero_grad.zero_ms"] > 0 and f["zero_grad.accumulate_ms"] > 0
     assert f["zero_grad.ms"] == pytest.approx(f["zero_grad.zero_ms"] + f["zero_grad.accumulate_ms"])
+    # on a CPU trace the zeroing is priced at the whole optimizer.zero_grad call, which holds the zero_ ops
+    events = load_kineto(tmp_path / "trace.json").events
+    name, dur = events["name"].astype(str), events["dur"].astype(float)
+    zero_grad_ns = dur[name.str.startswith("Optimizer.zero_grad#") & (events["cat"] == "user_annotation")].sum()
+    zero_ops_ns = dur[name == "aten::zero_"].sum()
+    assert zero_grad_ns > zero_ops_ns > 0
+    assert f["zero_grad.zero_ms"] == pytest.approx(zero_grad_ns / 1e6 / 3, rel=1e-6)
     fixed = record(tmp_path, training_step(wide(), x, set_to_none=True))
     assert fixed.facts["zero_grad.calls_per_step"] == 0 and fixed.facts["zero_grad.ms"] == 0
     assert "OPT002" not in fixed.fired
