@@ -101,13 +101,12 @@ def _size_row(size: int, tools: tuple[str, ...], args: argparse.Namespace) -> di
             series[tool].runs.append(run)
             print(f"  {size_label(size):>6} {tool:11} run {i + 1}: work {run.figures['work_s']:7.2f} s, process "
                   f"{run.wall_s:7.2f} s, peak {run.peak_rss_mb:6.0f} MB (load {load_average()})", file=sys.stderr)
-    adv, cli = series["advisor"], series["advisor-cli"]
     # The memory of advisor with its load helpers, in one more, untimed run of each: sampling /proc every 20 ms
     # takes CPU time from a process that uses both cores (0.2-0.3 s of 2.6 at 100MB), so the timed runs are not
     # sampled, as in bench/peer.py
-    for s in (cli, adv):
-        s.tree = run_measured("advisor-cli" if s is cli else "advisor", trace, sys.executable, timeout_s=4 * 3600,
-                              tree=True)
+    for tool in ("advisor-cli", "advisor"):
+        series[tool].tree = run_measured(tool, trace, sys.executable, timeout_s=4 * 3600, tree=True)
+    adv, cli = series["advisor"], series["advisor-cli"]
     first = adv.runs[0].figures
     from advisor.load.kineto_window import json_size  # the bench runs from a checkout: advisor is importable
 
@@ -160,12 +159,6 @@ def _folder_json_mb(folder: Path) -> float:
     from advisor.load.kineto_window import json_size  # the bench runs from a checkout: advisor is importable
 
     return sum(json_size(p) for p in folder.glob("*.json.gz")) / 1e6
-
-
-def _median(values: list[float]) -> float:
-    import statistics
-
-    return statistics.median(values)
 
 
 def report(result: dict) -> str:
