@@ -6,9 +6,10 @@
 For every row of ``examples/calibration.yaml`` (an example with a planted
 bottleneck, the rule that must fire on it, the arguments of its fixed twin,
 any extra ``advisor diagnose`` options and any environment both runs need),
-and ``--repeat`` times over: run
-``advisor diagnose --no-escalate`` on the slow example, then on the fixed twin
-with the same options, then ``advisor compare`` on the pair. Per row it
+and ``--repeat`` times over (or the row's ``pairs``, where it asks for more):
+run ``advisor diagnose --no-escalate`` on the slow example and on the fixed
+twin with the same options, the slow one first in odd pairs and the twin
+first in even ones, then ``advisor compare`` on the pair. Per row it
 prints whether the rule fired on every slow run and stayed quiet on every
 fixed one, the estimated gain (the rule's ``impact_ms`` on the slow run), the
 measured gain, the error and PASS/FAIL against +-30% (a rule that did not
@@ -30,7 +31,11 @@ pairs' errors, (estimate - measured) / measured: the two runs of a pair run
 back to back and share the machine's state, while the machine's speed drifts
 between pairs (on this 2-core machine a fixed loop's time varies by 30% from
 minute to minute), so a ratio of medians taken over different pairs mixes that
-drift into the error; it is printed beside (``of medians``). Beside it, *bare*: the same without the
+drift into the error; it is printed beside (``of medians``). The order
+alternates because the drift also runs within a pair: always running the slow
+one first adds to every gain while the machine speeds up and takes from it
+while it slows down. A row whose gain is small against that drift asks for
+more pairs (``pairs: 7``). Beside it, *bare*: the same without the
 profiler, from the steps each run timed after its window (``compare.json``
 ``step.unprofiled``), the estimate taken as the same share of the slow run's
 unprofiled step. The profiler's own cost grows with the operators a step
@@ -99,6 +104,10 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         if not isinstance(env, dict):
             raise SystemExit(f"{path}: row {i} ({row['example']}): `env` must map variable names to values")
         row["env"] = {str(k): str(v) for k, v in env.items()}
+        pairs = row.get("pairs") or 0
+        if not isinstance(pairs, int) or isinstance(pairs, bool) or pairs < 0:
+            raise SystemExit(f"{path}: row {i} ({row['example']}): `pairs` must be a whole number of pairs")
+        row["pairs"] = pairs
         row["judge"] = row.get("judge") or "recorded"
         if row["judge"] not in JUDGES:
             raise SystemExit(f"{path}: row {i} ({row['example']}): `judge` must be one of {', '.join(JUDGES)}")
@@ -136,17 +145,20 @@ def _diagnoses(run: Path) -> dict[str, dict[str, Any]]:
     return {d["rule_id"]: d for d in data.get("diagnoses", [])}
 
 
-def run_pair(row: dict[str, Any], folder: Path, extra: list[str], prefault_gib: float = 0.0) -> dict[str, Any]:
-    """One slow run, its fixed twin and their comparison; the figures of ``row['rule']``."""
+def run_pair(row: dict[str, Any], folder: Path, extra: list[str], prefault_gib: float = 0.0,
+             fixed_first: bool = False) -> dict[str, Any]:
+    """One slow run, its fixed twin and their comparison; the figures of ``row['rule']``. ``fixed_first``: run
+    the twin first, so that over pairs of both orders a machine that speeds up or slows down within a pair biases
+    the gain neither way."""
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / "advisor.log"
     script = str(EXAMPLES / row["example"])
     options = ["--no-escalate", "-q", *extra, *row["diagnose_args"]]
     slow, fixed, compared = folder / "slow", folder / "fixed", folder / "compare"
-    prefault(prefault_gib)
-    _advisor("diagnose", script, *options, "--out", str(slow), log=log, env=row["env"])
-    prefault(prefault_gib)
-    _advisor("diagnose", script, *options, "--out", str(fixed), "--", *row["fixed_args"], log=log, env=row["env"])
+    runs = [(slow, []), (fixed, ["--", *row["fixed_args"]])]
+    for out, args in reversed(runs) if fixed_first else runs:
+        prefault(prefault_gib)
+        _advisor("diagnose", script, *options, "--out", str(out), *args, log=log, env=row["env"])
     _advisor("compare", str(slow), str(fixed), "-q", "--out", str(compared), log=log)
     data = json.loads((compared / "compare.json").read_text())
     rule = row["rule"]
@@ -154,7 +166,7 @@ def run_pair(row: dict[str, Any], folder: Path, extra: list[str], prefault_gib: 
     bare = data["step"].get("unprofiled") or {}
     fixed_diagnoses = _diagnoses(fixed)
     return {
-        "folder": str(folder), "fired": gain is not None, "quiet_after": rule not in fixed_diagnoses,
+        "folder": str(folder), "order": "fixed first" if fixed_first else "slow first", "fired": gain is not None, "quiet_after": rule not in fixed_diagnoses,
         "estimate_ms": gain["estimate_ms"] if gain else None,
         "step_gain_ms": -data["step"]["delta"] if data["step"]["delta"] is not None else None,
         "step_ms": [data["step"]["a"], data["step"]["b"]],
@@ -190,13 +202,26 @@ def summarise(row: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any
     bare_error = _median([_error(p.get("bare_estimate_ms"), p.get("bare_gain_ms")) for p in pairs])
     judged = bare_error if row["judge"] == "bare" else error
     ok = fired and judged is not None and abs(judged) <= TOLERANCE
+    noise = _noise([p.get("bare_gain_ms") if row["judge"] == "bare" else p["step_gain_ms"] for p in pairs])
     return {"example": row["example"], "rule": row["rule"], "judge": row["judge"], "pairs": pairs, "fired": fired,
             "quiet_after": quiet,
             "estimate_ms": estimate, "measured_ms": measured,
             "bare_estimate_ms": bare_estimate, "bare_measured_ms": bare_measured, "bare_error": bare_error,
             "target": next((p["target"] for p in pairs if p["target"]), None),
             "target_gain_ms": _median([p["target_gain_ms"] for p in pairs]),
-            "error": error, "error_of_medians": of_medians, "result": "PASS" if ok else "FAIL"}
+            "error": error, "error_of_medians": of_medians, "noise": noise, "result": "PASS" if ok else "FAIL"}
+
+
+def _noise(gains: list[float | None]) -> float | None:
+    """The standard error of the median judged gain, as a share of it: how far the measurement itself can move the
+    judged error. Robust (from the median absolute deviation), as one pair whose process ran slow throughout would
+    otherwise set it alone."""
+    known = [g for g in gains if g is not None]
+    if len(known) < 3:
+        return None
+    median = statistics.median(known)
+    spread = 1.4826 * statistics.median(abs(g - median) for g in known)  # a normal distribution's sigma
+    return 1.2533 * spread / len(known) ** 0.5 / abs(median) if median else None
 
 
 def _error(estimate: float | None, measured: float | None) -> float | None:
@@ -210,7 +235,8 @@ def _ms(value: float | None) -> str:
 
 def print_pair(n: int, pair: dict[str, Any]) -> None:
     a, b = pair["step_ms"]
-    print(f"    pair {n}: step {_ms(a)} -> {_ms(b)} ms, estimated {_ms(pair['estimate_ms'])}, measured "
+    first = " (fixed twin first)" if pair.get("order") == "fixed first" else ""
+    print(f"    pair {n}{first}: step {_ms(a)} -> {_ms(b)} ms, estimated {_ms(pair['estimate_ms'])}, measured "
           f"{_ms(pair['step_gain_ms'])}" + (f", {pair['target']} fell {_ms(pair['target_gain_ms'])}"
                                            if pair["target"] else "")
           + ("" if pair["fired"] else ", rule did NOT fire") + ("" if pair["quiet_after"] else ", fired after fix"))
@@ -222,7 +248,8 @@ def print_pair(n: int, pair: dict[str, Any]) -> None:
 
 def print_table(results: list[dict[str, Any]]) -> None:
     print(f"\n{'example':<22} {'rule':<7} {'fired':<6} {'quiet':<6} {'est ms':>8} {'meas ms':>8} "
-          f"{'target ms':>9} {'error':>7}  result  {'of medians':>10}  {'bare est':>8} {'bare ms':>8} {'error':>7}")
+          f"{'target ms':>9} {'error':>7}  result  {'of medians':>10}  {'bare est':>8} {'bare ms':>8} {'error':>7}  "
+          f"{'noise':>6}")
     for r in results:
         error = f"{r['error']:+7.0%}" if r["error"] is not None else "    n/a"
         bare = f"{r['bare_error']:+7.0%}" if r.get("bare_error") is not None else "    n/a"
@@ -233,19 +260,24 @@ def print_table(results: list[dict[str, Any]]) -> None:
             error += "*"
         print(f"{r['example']:<22} {r['rule']:<7} {str(r['fired']).lower():<6} {str(r['quiet_after']).lower():<6} "
               f"{_ms(r['estimate_ms'])} {_ms(r['measured_ms'])} {_ms(r['target_gain_ms']):>9} {error}  "
-              f"{r['result']:<6}  {medians}  {_ms(r.get('bare_estimate_ms'))} {_ms(r.get('bare_measured_ms'))} {bare}")
+              f"{r['result']:<6}  {medians}  {_ms(r.get('bare_estimate_ms'))} {_ms(r.get('bare_measured_ms'))} {bare}  "
+              + (f"{r['noise']:>6.0%}" if r.get("noise") is not None else "   n/a"))
     print(f"(medians of the pairs; measured = fall of the mean step time; error = median of the pairs' errors; "
           f"of medians = (median est - median meas) / median meas; target = fall of the time the diagnosis "
           f"pointed at, where compare names one; quiet = the rule did not fire on any fixed run; PASS: fired on "
           f"every slow run and the judged error (*) within +-{TOLERANCE:.0%}. bare = without the profiler: the median "
           f"of the steps each run timed after its window, and the estimate as the same share of the slow run's "
-          f"unprofiled step; judged only for rows whose estimate is priced without the profiler (`judge: bare`))")
+          f"unprofiled step; judged only for rows whose estimate is priced without the profiler (`judge: bare`); "
+          f"noise = the standard error of the judged median gain as a share of it, from the pairs' spread: where it "
+          f"nears +-{TOLERANCE:.0%} the machine, not the estimate, decides the row; give the row more pairs)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", metavar="EXAMPLE", help="only this example (repeatable)")
-    parser.add_argument("--repeat", type=int, default=3, help="slow/fixed pairs per example (median reported)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="slow/fixed pairs per example, the slow run first in odd pairs and the fixed twin in "
+                             "even ones (median reported); a row's `pairs` raises it for that row")
     parser.add_argument("--active", type=int, help="profiled steps per run (advisor diagnose --active)")
     parser.add_argument("--threads", type=int,
                         help="OMP_NUM_THREADS for every run (examples that set their own threads keep theirs): one "
@@ -282,8 +314,9 @@ def main() -> None:
         print(f"\n{row['example']} ({row['rule']}; fixed: {' '.join(row['fixed_args']) or 'no arguments'}"
               + (f"; both runs with {env}" if env else "") + ")")
         pairs = []
-        for n in range(1, args.repeat + 1):
-            pairs.append(run_pair(row, out / Path(row["example"]).stem / f"pair{n}", extra, args.prefault_gib))
+        for n in range(1, max(args.repeat, row["pairs"]) + 1):
+            pairs.append(run_pair(row, out / Path(row["example"]).stem / f"pair{n}", extra, args.prefault_gib,
+                                  fixed_first=n % 2 == 0))
             print_pair(n, pairs[-1])
         results.append(summarise(row, pairs))
     print_table(results)

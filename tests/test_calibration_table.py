@@ -1,0 +1,73 @@
+"""bench/calibrate.py's table and the order of its runs (the benchmark itself takes minutes: bench/README.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load_calibrate():  # noqa: ANN202 - a module
+    spec = importlib.util.spec_from_file_location("calibrate", REPO / "bench" / "calibrate.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CALIBRATE = _load_calibrate()
+
+
+def test_every_row_names_an_example_and_a_rule_file() -> None:
+    rows = CALIBRATE.read_rows(CALIBRATE.TABLE)
+    rule_ids = {path.name.split("-")[0] for path in (REPO / "rules").rglob("*.yaml")}
+    assert len(rows) >= 17
+    for row in rows:
+        assert row["rule"] in rule_ids, row
+        assert row["judge"] in CALIBRATE.JUDGES
+        assert isinstance(row["pairs"], int) and row["pairs"] >= 0
+
+
+@pytest.mark.parametrize("pairs", ["7", -1, 2.5, True])
+def test_a_bad_pairs_value_names_the_file_and_the_row(tmp_path: Path, pairs: object) -> None:
+    table = tmp_path / "table.yaml"
+    table.write_text(json.dumps([{"example": "zeroed_grads.py", "rule": "OPT002", "pairs": pairs}]))
+    with pytest.raises(SystemExit, match=r"table\.yaml: row 1 \(zeroed_grads\.py\): `pairs` must be"):
+        CALIBRATE.read_rows(table)
+
+
+def test_even_pairs_run_the_fixed_twin_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Alternating the order keeps a machine that speeds up (or slows down) during a pair out of the median gain;
+    whichever runs first, the comparison is still slow against fixed."""
+    calls: list[tuple[str, ...]] = []
+
+    def advisor(*args: str, log: Path, env: dict[str, str] | None = None) -> None:
+        calls.append(args)
+        out = Path(args[args.index("--out") + 1])
+        out.mkdir(parents=True, exist_ok=True)
+        if args[0] == "diagnose":
+            (out / "diagnoses.json").write_text(json.dumps({"diagnoses": []}))
+        else:
+            step = {"a": 20.0, "b": 17.0, "delta": -3.0, "significant": True,
+                    "unprofiled": {"a": 18.0, "b": 15.5, "delta": -2.5}}
+            gain = {"rule_id": "OPT002", "estimate_ms": 2.7, "target": None, "target_gain_ms": None}
+            (out / "compare.json").write_text(json.dumps({"step": step, "gains": [gain]}))
+
+    monkeypatch.setattr(CALIBRATE, "_advisor", advisor)
+    row = {"example": "zeroed_grads.py", "rule": "OPT002", "fixed_args": ["--set-to-none"], "diagnose_args": [],
+           "env": {}, "judge": "recorded", "pairs": 0}
+    first = CALIBRATE.run_pair(row, tmp_path / "pair1", [])
+    second = CALIBRATE.run_pair(row, tmp_path / "pair2", [], fixed_first=True)
+
+    outs = [Path(c[c.index("--out") + 1]).name for c in calls]
+    assert outs == ["slow", "fixed", "compare", "fixed", "slow", "compare"]
+    assert calls[1][-2:] == ("--", "--set-to-none") and calls[3][-2:] == ("--", "--set-to-none")
+    assert "--" not in calls[0] and "--" not in calls[4]
+    assert calls[2][1:3] == (str(tmp_path / "pair1" / "slow"), str(tmp_path / "pair1" / "fixed"))
+    assert calls[5][1:3] == (str(tmp_path / "pair2" / "slow"), str(tmp_path / "pair2" / "fixed"))
+    assert (first["order"], second["order"]) == ("slow first", "fixed first")
+    assert first["step_gain_ms"] == second["step_gain_ms"] == 3.0
+    assert first["bare_gain_ms"] == 2.5
