@@ -34,8 +34,13 @@ minute to minute), so a ratio of medians taken over different pairs mixes that
 drift into the error; it is printed beside (``of medians``). The order
 alternates because the drift also runs within a pair: always running the slow
 one first adds to every gain while the machine speeds up and takes from it
-while it slows down. A row whose gain is small against that drift asks for
-more pairs (``pairs: 7``). Beside it, *bare*: the same without the
+while it slows down. What is left moves a whole run's speed, and a row whose
+gain is small against it needs more pairs: a row may ask for a least number
+(``pairs: 7``), and after that pairs are added while the standard error of
+the judged median gain is over ``--noise`` of it (default 15%; at most
+``--max-pairs``, default 12). The ``noise`` column prints that standard error;
+a row that ends above it is decided by the machine as much as by its
+estimate. Beside it, *bare*: the same without the
 profiler, from the steps each run timed after its window (``compare.json``
 ``step.unprofiled``), the estimate taken as the same share of the slow run's
 unprofiled step. The profiler's own cost grows with the operators a step
@@ -224,6 +229,15 @@ def _noise(gains: list[float | None]) -> float | None:
     return 1.2533 * spread / len(known) ** 0.5 / abs(median) if median else None
 
 
+def needs_more(row: dict[str, Any], pairs: list[dict[str, Any]], target: float, most: int) -> bool:
+    """Another pair, when the row's judged gain is still noisier than ``target`` (a share of itself) and fewer than
+    ``most`` pairs ran: a row is then decided by its estimate, not by how the machine moved."""
+    if len(pairs) >= most or not all(p["fired"] for p in pairs):
+        return False
+    noise = summarise(row, pairs)["noise"]
+    return noise is None or noise > target
+
+
 def _error(estimate: float | None, measured: float | None) -> float | None:
     """One pair's error: (estimate - measured) / measured."""
     return (estimate - measured) / measured if estimate is not None and measured else None
@@ -247,7 +261,7 @@ def print_pair(n: int, pair: dict[str, Any]) -> None:
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    print(f"\n{'example':<22} {'rule':<7} {'fired':<6} {'quiet':<6} {'est ms':>8} {'meas ms':>8} "
+    print(f"\n{'example':<22} {'rule':<7} {'fired':<6} {'quiet':<6} {'pairs':>5} {'est ms':>8} {'meas ms':>8} "
           f"{'target ms':>9} {'error':>7}  result  {'of medians':>10}  {'bare est':>8} {'bare ms':>8} {'error':>7}  "
           f"{'noise':>6}")
     for r in results:
@@ -259,6 +273,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
         else:
             error += "*"
         print(f"{r['example']:<22} {r['rule']:<7} {str(r['fired']).lower():<6} {str(r['quiet_after']).lower():<6} "
+              f"{len(r['pairs']):>5} "
               f"{_ms(r['estimate_ms'])} {_ms(r['measured_ms'])} {_ms(r['target_gain_ms']):>9} {error}  "
               f"{r['result']:<6}  {medians}  {_ms(r.get('bare_estimate_ms'))} {_ms(r.get('bare_measured_ms'))} {bare}  "
               + (f"{r['noise']:>6.0%}" if r.get("noise") is not None else "   n/a"))
@@ -278,6 +293,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3,
                         help="slow/fixed pairs per example, the slow run first in odd pairs and the fixed twin in "
                              "even ones (median reported); a row's `pairs` raises it for that row")
+    parser.add_argument("--noise", type=float, default=0.15, metavar="SHARE",
+                        help="after --repeat pairs, add pairs to a row while the standard error of its judged median "
+                             "gain is above this share of it (default 0.15; 1 or more: never)")
+    parser.add_argument("--max-pairs", type=int, default=12, help="no row runs more pairs than this (default 12)")
     parser.add_argument("--active", type=int, help="profiled steps per run (advisor diagnose --active)")
     parser.add_argument("--threads", type=int,
                         help="OMP_NUM_THREADS for every run (examples that set their own threads keep theirs): one "
@@ -313,8 +332,10 @@ def main() -> None:
         env = " ".join(f"{k}={v}" for k, v in row["env"].items())
         print(f"\n{row['example']} ({row['rule']}; fixed: {' '.join(row['fixed_args']) or 'no arguments'}"
               + (f"; both runs with {env}" if env else "") + ")")
-        pairs = []
-        for n in range(1, max(args.repeat, row["pairs"]) + 1):
+        pairs: list[dict[str, Any]] = []
+        least = max(args.repeat, row["pairs"])
+        while len(pairs) < least or needs_more(row, pairs, args.noise, args.max_pairs):
+            n = len(pairs) + 1
             pairs.append(run_pair(row, out / Path(row["example"]).stem / f"pair{n}", extra, args.prefault_gib,
                                   fixed_first=n % 2 == 0))
             print_pair(n, pairs[-1])
@@ -324,7 +345,8 @@ def main() -> None:
     print(f"\nload average after: {after}")
     if args.json:
         args.json.write_text(json.dumps({"load_before": before, "load_after": after, "cpus": os.cpu_count(),
-                                         "repeat": args.repeat, "threads": threads, "prefault_gib": args.prefault_gib,
+                                         "repeat": args.repeat, "noise": args.noise, "max_pairs": args.max_pairs,
+                                         "threads": threads, "prefault_gib": args.prefault_gib,
                                          "results": results}, indent=1))
     sys.exit(0 if all(r["result"] == "PASS" for r in results) else 1)
 

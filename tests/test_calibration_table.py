@@ -71,3 +71,30 @@ def test_even_pairs_run_the_fixed_twin_first(tmp_path: Path, monkeypatch: pytest
     assert (first["order"], second["order"]) == ("slow first", "fixed first")
     assert first["step_gain_ms"] == second["step_gain_ms"] == 3.0
     assert first["bare_gain_ms"] == 2.5
+
+
+def _pair(gain: float, bare: float, fired: bool = True) -> dict:
+    return {"fired": fired, "quiet_after": True, "estimate_ms": 2.5, "step_gain_ms": gain, "target": None,
+            "target_gain_ms": None, "bare_gain_ms": bare, "bare_estimate_ms": 2.0}
+
+
+def test_noise_is_the_standard_error_of_the_median_gain_and_ignores_one_wild_run() -> None:
+    steady = [_pair(g, g) for g in (2.0, 2.2, 1.8, 2.1, 1.9)]
+    wild = steady[:4] + [_pair(19.0, 19.0)]
+    row = {"example": "x.py", "rule": "OPT002", "judge": "recorded", "pairs": 0}
+    noise = CALIBRATE.summarise(row, steady)["noise"]
+    # MAD 0.1 ms -> sigma 0.148; 1.2533 * 0.148 / sqrt(5) = 0.083 ms of a 2.0 ms median
+    assert noise == pytest.approx(1.2533 * 1.4826 * 0.1 / 5 ** 0.5 / 2.0, rel=1e-6)
+    assert CALIBRATE.summarise(row, wild)["noise"] < 0.1
+    assert CALIBRATE.summarise(row, steady[:2])["noise"] is None  # too few pairs to say
+
+
+def test_a_noisy_row_gets_more_pairs_until_it_settles_or_hits_the_most() -> None:
+    row = {"example": "x.py", "rule": "OPT002", "judge": "bare", "pairs": 0}
+    noisy = [_pair(2.0, g) for g in (0.1, 3.0, -1.0)]
+    settled = [_pair(2.0, g) for g in (2.0, 2.1, 1.9, 2.0)]
+    assert CALIBRATE.needs_more(row, noisy, 0.15, 12)  # judged on the bare gains, which scatter
+    assert not CALIBRATE.needs_more(row, settled, 0.15, 12)
+    assert not CALIBRATE.needs_more(row, noisy, 0.15, 3)
+    assert not CALIBRATE.needs_more(row, noisy[:2] + [_pair(2.0, 2.0, fired=False)], 0.15, 12)  # a fail already
+    assert CALIBRATE.needs_more(row, noisy[:2], 0.15, 12)  # no noise figure yet
