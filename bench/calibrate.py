@@ -37,11 +37,11 @@ one first adds to every gain while the machine speeds up and takes from it
 while it slows down. What is left moves a whole run's speed, and a row whose
 gain is small against it needs more pairs: a row may ask for a least number
 (``pairs: 7``), and after that pairs are added while the standard error of
-the judged median gain is over ``--noise`` of it (default 15%; at most
-``--max-pairs``, default 12). The ``noise`` column prints that standard error;
-a row that ends above it is decided by the machine as much as by its
-estimate. Beside it, *bare*: the same without the
-profiler, from the steps each run timed after its window (``compare.json``
+the judged error (from the spread of the pairs' errors) is over ``--noise``
+(default 0.15, 15 points; at most ``--max-pairs``, default 12). The
+``noise`` column prints that standard error; a row that ends with it near
+30 points is decided by the machine as much as by its estimate. Beside it,
+*bare*: the same without the profiler, from the steps each run timed after its window (``compare.json``
 ``step.unprofiled``), the estimate taken as the same share of the slow run's
 unprofiled step. The profiler's own cost grows with the operators a step
 records, so it inflates a slow version with more operators more than its
@@ -207,7 +207,8 @@ def summarise(row: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any
     bare_error = _median([_error(p.get("bare_estimate_ms"), p.get("bare_gain_ms")) for p in pairs])
     judged = bare_error if row["judge"] == "bare" else error
     ok = fired and judged is not None and abs(judged) <= TOLERANCE
-    noise = _noise([p.get("bare_gain_ms") if row["judge"] == "bare" else p["step_gain_ms"] for p in pairs])
+    noise = _noise([_error(p.get("bare_estimate_ms"), p.get("bare_gain_ms")) if row["judge"] == "bare"
+                    else _error(p["estimate_ms"], p["step_gain_ms"]) for p in pairs])
     return {"example": row["example"], "rule": row["rule"], "judge": row["judge"], "pairs": pairs, "fired": fired,
             "quiet_after": quiet,
             "estimate_ms": estimate, "measured_ms": measured,
@@ -217,21 +218,23 @@ def summarise(row: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any
             "error": error, "error_of_medians": of_medians, "noise": noise, "result": "PASS" if ok else "FAIL"}
 
 
-def _noise(gains: list[float | None]) -> float | None:
-    """The standard error of the median judged gain, as a share of it: how far the measurement itself can move the
-    judged error. Robust (from the median absolute deviation), as one pair whose process ran slow throughout would
-    otherwise set it alone."""
-    known = [g for g in gains if g is not None]
+def _noise(errors: list[float | None]) -> float | None:
+    """The standard error of the judged error (the median of the pairs' errors), in the same units: how far the
+    machine alone can move it. From the pairs' errors, not their gains: an estimate made in the same run follows a
+    gain the machine moved (a slow disk slows the checkpoint and prices it higher alike). Robust (from the median
+    absolute deviation), as one pair whose process ran slow throughout would otherwise set it alone."""
+    known = [e for e in errors if e is not None]
     if len(known) < 3:
         return None
     median = statistics.median(known)
-    spread = 1.4826 * statistics.median(abs(g - median) for g in known)  # a normal distribution's sigma
-    return 1.2533 * spread / len(known) ** 0.5 / abs(median) if median else None
+    spread = 1.4826 * statistics.median(abs(e - median) for e in known)  # a normal distribution's sigma
+    return 1.2533 * spread / len(known) ** 0.5
 
 
 def needs_more(row: dict[str, Any], pairs: list[dict[str, Any]], target: float, most: int) -> bool:
-    """Another pair, when the row's judged gain is still noisier than ``target`` (a share of itself) and fewer than
-    ``most`` pairs ran: a row is then decided by its estimate, not by how the machine moved."""
+    """Another pair, when the row's judged error is still noisier than ``target`` (its standard error, in the
+    error's units) and fewer than ``most`` pairs ran: a row is then decided by its estimate, not by how the machine
+    moved."""
     if len(pairs) >= most or not all(p["fired"] for p in pairs):
         return False
     noise = summarise(row, pairs)["noise"]
@@ -283,8 +286,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
           f"every slow run and the judged error (*) within +-{TOLERANCE:.0%}. bare = without the profiler: the median "
           f"of the steps each run timed after its window, and the estimate as the same share of the slow run's "
           f"unprofiled step; judged only for rows whose estimate is priced without the profiler (`judge: bare`); "
-          f"noise = the standard error of the judged median gain as a share of it, from the pairs' spread: where it "
-          f"nears +-{TOLERANCE:.0%} the machine, not the estimate, decides the row; give the row more pairs)")
+          f"noise = the standard error of the judged error, from the spread of the pairs' errors: where it nears "
+          f"+-{TOLERANCE:.0%} the machine, not the estimate, decides the row; give the row more pairs)")
 
 
 def main() -> None:
@@ -293,9 +296,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3,
                         help="slow/fixed pairs per example, the slow run first in odd pairs and the fixed twin in "
                              "even ones (median reported); a row's `pairs` raises it for that row")
-    parser.add_argument("--noise", type=float, default=0.15, metavar="SHARE",
-                        help="after --repeat pairs, add pairs to a row while the standard error of its judged median "
-                             "gain is above this share of it (default 0.15; 1 or more: never)")
+    parser.add_argument("--noise", type=float, default=0.15, metavar="ERROR",
+                        help="after --repeat pairs, add pairs to a row while the standard error of its judged error "
+                             "is above this (default 0.15, i.e. 15 points; 10: never)")
     parser.add_argument("--max-pairs", type=int, default=12, help="no row runs more pairs than this (default 12)")
     parser.add_argument("--active", type=int, help="profiled steps per run (advisor diagnose --active)")
     parser.add_argument("--threads", type=int,
