@@ -171,7 +171,8 @@ def run_pair(row: dict[str, Any], folder: Path, extra: list[str], prefault_gib: 
     bare = data["step"].get("unprofiled") or {}
     fixed_diagnoses = _diagnoses(fixed)
     return {
-        "folder": str(folder), "order": "fixed first" if fixed_first else "slow first", "fired": gain is not None, "quiet_after": rule not in fixed_diagnoses,
+        "folder": str(folder), "order": "fixed first" if fixed_first else "slow first",
+        "fired": gain is not None, "quiet_after": rule not in fixed_diagnoses,
         "estimate_ms": gain["estimate_ms"] if gain else None,
         "step_gain_ms": -data["step"]["delta"] if data["step"]["delta"] is not None else None,
         "step_ms": [data["step"]["a"], data["step"]["b"]],
