@@ -50,7 +50,8 @@ gain unless it says ``judge: bare``: a rule whose estimate is priced from
 measurements made without the profiler (INF001's host-cost probes) is
 judged where it was measured, and so is one whose fix removes so many
 recorded operators that the recorded gain holds the profiler's cost of
-recording them (CPU002's copies come with their views and backward nodes).
+recording them (CPU002's copies come with their views and backward nodes;
+OPT001's fused step removes the for-loop's per-parameter calls).
 Not part of the test suite: it takes minutes, and
 figures taken on a busy machine are noisy (it prints the load average).
 """
@@ -77,7 +78,7 @@ TABLE = EXAMPLES / "calibration.yaml"
 TOLERANCE = 0.30
 #: what a row's estimate is judged against: the recorded steps' gain (the default), or the gain without the
 #: profiler, for a rule whose estimate is priced from measurements made without it (INF001's host-cost probes) or
-#: whose fix removes many recorded operators besides the ones it prices (CPU002)
+#: whose fix removes many recorded operators besides the ones it prices (CPU002, OPT001)
 JUDGES = ("recorded", "bare")
 
 
