@@ -199,18 +199,19 @@ def summarise(row: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any
     estimate = _median([p["estimate_ms"] for p in pairs])
     measured = _median([p["step_gain_ms"] for p in pairs])
     of_medians = (estimate - measured) / measured if estimate is not None and measured else None
-    error = _median([_error(p["estimate_ms"], p["step_gain_ms"]) for p in pairs])
+    errors = [_error(p["estimate_ms"], p["step_gain_ms"]) for p in pairs]
+    error = _median(errors)
     fired = all(p["fired"] for p in pairs)
     quiet = all(p["quiet_after"] for p in pairs)
     # Firing again after the fix is reported, not failed: the fixed twin may still hold a smaller problem of
     # the same kind (a fused optimizer over 800 tiny tensors is still most of a tiny model's step).
     bare_estimate = _median([p.get("bare_estimate_ms") for p in pairs])
     bare_measured = _median([p.get("bare_gain_ms") for p in pairs])
-    bare_error = _median([_error(p.get("bare_estimate_ms"), p.get("bare_gain_ms")) for p in pairs])
+    bare_errors = [_error(p.get("bare_estimate_ms"), p.get("bare_gain_ms")) for p in pairs]
+    bare_error = _median(bare_errors)
     judged = bare_error if row["judge"] == "bare" else error
     ok = fired and judged is not None and abs(judged) <= TOLERANCE
-    noise = _noise([_error(p.get("bare_estimate_ms"), p.get("bare_gain_ms")) if row["judge"] == "bare"
-                    else _error(p["estimate_ms"], p["step_gain_ms"]) for p in pairs])
+    noise = _noise(bare_errors if row["judge"] == "bare" else errors)
     return {"example": row["example"], "rule": row["rule"], "judge": row["judge"], "pairs": pairs, "fired": fired,
             "quiet_after": quiet,
             "estimate_ms": estimate, "measured_ms": measured,
