@@ -29,6 +29,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # Scripts that set their own threads (examples/thread_oversubscription.py) still do.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+try:  # torch.compile shows tqdm bars, and tqdm's monitor thread would outlive the test that compiled: the loader
+    # and the analysis fork only while this process has no other thread (advisor.forked), so every later test of
+    # that in the same process would run without its child (plain `pytest -q`: tests/analyze, then tests/load)
+    import tqdm
+
+    tqdm.tqdm.monitor_interval = 0
+except ImportError:
+    pass
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Beside another worker, tests that need every core are skipped, never run on half a machine: two ranks
