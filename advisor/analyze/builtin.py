@@ -26,7 +26,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "framework.precision",
         "framework.roofline",
         "framework.elementwise_runs", "framework.fp32_gemms", "framework.gemm_alignment",
-        "ranks.host",
+        "ranks.host", "ranks.pool_waits",
         "framework.source_lines", "framework.step_split", "framework.sync_causes", "framework.syncs",
         "ranks.skew",
         "framework.trace_info", "framework.workload", "framework.zero_grad",

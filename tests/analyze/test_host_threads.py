@@ -1,5 +1,6 @@
 """HOST001's wait figure on a small trace worked out by hand: the trace's own small operators stand in for the
-collector's probe when the probe happened to run while the cores were free.
+collector's probe when the probe happened to run while the cores were free; with two ranks, the rank that waited
+longest gives the figure.
 
 Two 50 ms steps of two ranks with two threads each on two cores. Each step: eight ReLUs of 40 us, one of which
 waited 6 ms for a core; an in-place add of 10 us that once waited 4 ms; a copy that is small in most calls and
@@ -15,6 +16,8 @@ import pytest
 
 from advisor.analyze.framework.host import host_threads
 from advisor.analyze.framework.view import TraceView
+from advisor.analyze.ranks.pool_waits import rank_pool_waits
+from advisor.analyze.ranks.rankset import RankSet
 from advisor.load.kineto import load_kineto
 from advisor.naming import POOL_PROBE_RANGE
 
@@ -73,3 +76,29 @@ def test_one_kind_of_long_operator_is_work_not_a_wait(tmp_path) -> None:
     assert facts["host.parallel_region_ms"] == pytest.approx(0.08)  # the probe's figure: no waits
     # each long operator counts two probe waits at most: two matmuls and the copy
     assert facts["host.pool_wait_ms"] == pytest.approx(3 * 0.16 / 2, abs=0.01)
+
+
+def _rank_view(tmp_path, rank: int, trace: dict) -> TraceView:
+    path = tmp_path / f"rank{rank}.pt.trace.json"
+    path.write_text(json.dumps({**trace, "distributedInfo": {"rank": rank, "world_size": 2}}))
+    return TraceView(load_kineto(path), META)
+
+
+def test_the_rank_that_waited_longest_gives_the_ranks_figures(tmp_path) -> None:
+    # The first rank's operators never waited; the second's ReLU and add did, as in the host_threads case above.
+    views = [_rank_view(tmp_path, 0, _trace(relu_wait_us=0, add_wait_us=0)),
+             _rank_view(tmp_path, 1, _trace(relu_wait_us=6000, add_wait_us=4000))]
+    facts = rank_pool_waits(RankSet(views))
+    assert facts["ranks.pool_wait_rank"] == 1
+    assert facts["ranks.parallel_region_ms"] == pytest.approx(6.0, abs=0.01)
+    assert facts["ranks.pool_waits_per_step"] == 2.5
+    assert facts["ranks.pool_wait_ms"] == pytest.approx((10 + 10 + 12 + 6.04 + 4.01) / 2, abs=0.01)
+    first = host_threads(views[0])
+    assert first["host.pool_wait_ms"] == pytest.approx(3 * 0.16 / 2, abs=0.01)  # what HOST001 read before
+
+
+def test_ranks_without_the_collectors_probes_give_no_figures(tmp_path) -> None:
+    plain = {"traceEvents": [e for e in _trace(0, 0)["traceEvents"]
+                             if e["name"] not in (POOL_PROBE_RANGE, "aten::fill_")]}
+    views = [_rank_view(tmp_path, r, plain) for r in (0, 1)]
+    assert rank_pool_waits(RankSet(views)) == {}

@@ -60,8 +60,9 @@ def test_one_trace_has_no_rank_comparison() -> None:
 
 
 def test_rank_analyzers_are_declared_as_such() -> None:
-    assert {a.name for a in registered("framework", scope="ranks")} == {"ranks", "gpu_ranks", "rank_skew"}
-    assert not {"ranks", "gpu_ranks", "rank_skew"} & {a.name for a in registered("framework", scope="trace")}
+    names = {"ranks", "gpu_ranks", "rank_skew", "rank_pool_waits"}
+    assert {a.name for a in registered("framework", scope="ranks")} == names
+    assert not names & {a.name for a in registered("framework", scope="trace")}
 
 
 def test_straggler_knowledge_entry_has_every_section() -> None:

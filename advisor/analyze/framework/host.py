@@ -53,7 +53,7 @@ from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import analyzer
 from advisor.naming import POOL_PROBE_RANGE
 
-__all__ = ["capture_settings", "debug_apis", "host_threads"]
+__all__ = ["capture_settings", "debug_apis", "host_threads", "pool_wait_figures"]
 
 THREAD_FACTS = (
     FactSpec("host.cores", "count", "cores the training process may run on (its CPU affinity) when the recording began"),
@@ -165,13 +165,23 @@ def host_threads(view: TraceView) -> dict[str, Any]:
         out.update({"host.allocator": allocator.get("name"),
                     "host.allocator_keeps_memory": bool(allocator.get("keeps_freed_memory")),
                     "host.allocator_text": allocator.get("how")})
-    probes = list(_ranges_ms(view, POOL_PROBE_RANGE))
-    if _number(at.get("parallel_region_us")) is not None:
-        probes.append(float(at["parallel_region_us"]) / 1e3)
-    if probes:
-        ops = _step_ops(view)
-        out.update(_pool_waits(view, float(max([*probes, _small_op_wait_ms(view, ops)])), ops))
+    capture_us = _number(at.get("parallel_region_us"))
+    out.update(pool_wait_figures(view, capture_us / 1e3 if capture_us is not None else None))
     return out
+
+
+def pool_wait_figures(view: TraceView, capture_probe_ms: float | None = None) -> dict[str, Any]:
+    """``host.parallel_region_ms`` and the pool waits of one trace (the ``host.pool_*`` facts), from its probe
+    ranges, its small operators and ``capture_probe_ms`` (the collector's probe as the recording began, which only
+    the first rank's run metadata holds); {} where the trace has no probe of the pool (the collector did not run
+    with the pool on)."""
+    probes = list(_ranges_ms(view, POOL_PROBE_RANGE))
+    if capture_probe_ms is not None:
+        probes.append(capture_probe_ms)
+    if not probes:
+        return {}
+    ops = _step_ops(view)
+    return _pool_waits(view, float(max([*probes, _small_op_wait_ms(view, ops)])), ops)
 
 
 def _step_ops(view: TraceView) -> np.ndarray:
