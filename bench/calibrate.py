@@ -51,7 +51,8 @@ measurements made without the profiler (INF001's host-cost probes) is
 judged where it was measured, and so is one whose fix removes so many
 recorded operators that the recorded gain holds the profiler's cost of
 recording them (CPU002's copies come with their views and backward nodes;
-OPT001's fused step removes the for-loop's per-parameter calls).
+OPT001's fused step removes the for-loop's per-parameter calls; CPU004's
+builtin GELU removes the hand-written one's operators).
 Not part of the test suite: it takes minutes, and
 figures taken on a busy machine are noisy (it prints the load average).
 """
@@ -78,7 +79,7 @@ TABLE = EXAMPLES / "calibration.yaml"
 TOLERANCE = 0.30
 #: what a row's estimate is judged against: the recorded steps' gain (the default), or the gain without the
 #: profiler, for a rule whose estimate is priced from measurements made without it (INF001's host-cost probes) or
-#: whose fix removes many recorded operators besides the ones it prices (CPU002, OPT001)
+#: whose fix removes many recorded operators besides the ones it prices (CPU002, OPT001, CPU004)
 JUDGES = ("recorded", "bare")
 
 
