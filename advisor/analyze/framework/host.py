@@ -24,7 +24,10 @@ The longest of those says whether the pool waited; the operators of the steps
 with a millisecond or more of their own time are then the ones that waited (a
 parallel region waits once for the pool to start and once at its end, so each
 counts up to two of the longest waits). Their own time includes their work, so
-the estimate overstates the gain by that.
+the estimate overstates the gain by that. These ``host.pool_*`` facts are the
+first rank's; :mod:`advisor.analyze.ranks.pool_waits` measures every rank's
+trace the same way (:func:`pool_wait_figures`), since which rank the scheduler
+starves changes from run to run and the others wait for it.
 
 Anomaly detection. With ``torch.autograd.set_detect_anomaly(True)`` autograd
 saves the Python stack of every node it records in the forward pass and checks
