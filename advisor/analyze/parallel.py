@@ -65,11 +65,15 @@ def run_on_two_cores(view: Any, analyzers: Sequence[Any], run: Callable[[Any, An
         return _serial(view, analyzers, run, on_done)
     os.write(queue_w, bytes(range(len(analyzers))))
     os.close(queue_w)
-    gc.freeze()  # the child's collections then leave the parent's objects (and their pages) alone
+    # The child's collections then leave the parent's objects (and their pages) alone. What was frozen before
+    # (the command's modules, advisor.cli.app.imports_done) stays frozen: unfreeze() would thaw it too.
+    frozen_before = gc.get_freeze_count()
+    gc.freeze()
     try:
         child = forked.start(lambda: _take_and_run(view, analyzers, run, queue_r))
     finally:
-        gc.unfreeze()
+        if not frozen_before:
+            gc.unfreeze()
     if child is None:  # the system made no process
         os.close(queue_r)
         return _serial(view, analyzers, run, on_done)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from advisor.cli.app import app
+from advisor.cli.app import app, imports_done
 from advisor.messages import plain
 from advisor.units import fmt_ms, fmt_pct
 
@@ -64,6 +64,7 @@ def compare(
     """
     from advisor.report.compare import write_comparison
 
+    imports_done()
     data, paths = write_comparison(run_a, run_b, out)
     if quiet:
         typer.echo(str(paths["html"]))

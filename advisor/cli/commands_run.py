@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from advisor.cli.app import FailOnOption, GpuSpecOption, OutOption, RulesOption, WorkflowOption, app, err, finish
+from advisor.cli.app import (FailOnOption, GpuSpecOption, OutOption, RulesOption, WorkflowOption, app, err, finish,
+                              imports_done)
 from advisor.messages import say
 
 
@@ -69,6 +70,8 @@ def diagnose(
     from advisor.collect.framework import SUCCESS
     from advisor.runs import diagnose_script, outcome_sentence
 
+    imports_done()
+
     cfg = CollectorConfig(
         script=str(script), wait=wait, warmup=warmup, active=active, step_method=steps.value,
         window_start_s=window_start, window_s=window, run_to_end=run_to_end, profile_memory=memory,
@@ -113,6 +116,8 @@ def analyze(
     start(paths)  # decoding begins on another core while this one imports the analysis
     from advisor.runs import analyze_files
 
+    imports_done()
+
     summary = analyze_files(paths, out=out, rule_dirs=rules, argv=list(sys.argv), workflow=workflow,
                             gpu_spec=gpu_spec)
     if not quiet:
@@ -130,6 +135,8 @@ def report(
 ) -> None:
     """Re-evaluate the rules over a run's saved findings and render its reports again (no profiling)."""
     from advisor.runs import rerender
+
+    imports_done()
 
     finish(rerender(run_dir, rules), fail_on, quiet)
 
