@@ -164,7 +164,8 @@ def _from_ctrl_c(exc: BaseException) -> bool:
 def main() -> None:
     """Console entry point: advisor errors become one line and an exit code.
 
-    The cyclic garbage collector is paused until the command has imported what it needs (:func:`imports_done`).
+    The cyclic garbage collector is paused until the command has imported what it needs (:func:`imports_done`;
+    the quick commands that never call it, ``rules``, ``workflow``, ``--help``, end with it paused).
     """
     gc.disable()
     _state["gc_paused"] = True
