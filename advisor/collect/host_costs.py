@@ -47,6 +47,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from advisor.collect.copy_costs import measure_copy_costs
+
 __all__ = ["measure_host_costs"]
 
 _ROUNDS = 9
@@ -119,7 +121,8 @@ def measure_host_costs() -> dict[str, Any]:
     """``dispatch_us``: one small pointwise op without autograd; ``autograd_us``: what recording it adds;
     ``autograd_us_by_kind``: the same for a matrix product, a normalisation, a pointwise op and an add, at the
     level a block of layers measured (``autograd_block_us``: per op of the block; ``autograd_block_scale``: the
-    block over the chains)."""
+    block over the chains); ``copy_us``: what a layout copy costs by size and pattern
+    (:mod:`advisor.collect.copy_costs`)."""
     t_start = time.perf_counter()
     try:
         # The step boundary may come inside the script's own inference_mode(): leave it for the measurement.
@@ -153,6 +156,8 @@ def measure_host_costs() -> dict[str, Any]:
     scale = block / predicted if predicted > 0 and block > 0 else 1.0
     block = max(block, 0.0)
     by_kind = {k: round(v * scale, 3) for k, v in raw.items()}
+    copies = measure_copy_costs()
     return {"dispatch_us": round(plain["pointwise"], 3), "autograd_us": by_kind["pointwise"],
             "autograd_us_by_kind": by_kind, "autograd_block_us": round(block, 3),
-            "autograd_block_scale": round(scale, 3), "probe_ms": round((time.perf_counter() - t_start) * 1e3, 1)}
+            "autograd_block_scale": round(scale, 3), **({"copy_us": copies} if copies else {}),
+            "probe_ms": round((time.perf_counter() - t_start) * 1e3, 1)}

@@ -102,7 +102,7 @@ from advisor.errors import TraceError
 from advisor.load.kineto_spec import ALL_ARGS, ARGS, EXTRA_ARGS, is_kineto_trace
 from advisor.load.kineto_quality import (MAX_TS_US, STEP_KIND, STEP_PREFIX, DataQuality, check_events, check_meta,
                                          check_span)
-from advisor.load.kineto_shapes import SHAPE_COLUMNS
+from advisor.load.kineto_shapes import OPTIONAL_COLUMNS, SHAPE_COLUMNS
 from advisor.naming import LABEL_PREFIX
 
 __all__ = ["ALL_ARGS", "ARGS", "CATEGORY_ALIASES", "EXTRA_ARGS", "INT32_COLUMNS", "GPU_CATS", "KinetoTrace", "is_kineto_trace", "load_kineto", "read_json_document"]
@@ -263,7 +263,8 @@ def _with_shapes_recorded_apart(path: Path, events: pd.DataFrame, meta: dict[str
     if found is None:
         return events
     try:
-        recorded = load_kineto(found, args={c: ARGS[c] for c in SHAPE_COLUMNS}, helpers=0, shapes=False)
+        recorded = load_kineto(found, args={c: ALL_ARGS[c] for c in (*SHAPE_COLUMNS, *OPTIONAL_COLUMNS)}, helpers=0,
+                               shapes=False)
     except TraceError as exc:
         meta[META_KEY] = {"file": found.name, "error": str(exc),
                           "note": f"the input shapes recorded apart were not used: {exc}"}

@@ -11,8 +11,8 @@ time, so an operator is known by its step, its thread, its name and which
 occurrence of that name it is on that thread in the step: the k-th
 ``aten::mm`` on the main thread of every step is the same call of the model.
 Each window operator gets the ``input_types``, ``input_dims`` and
-``concrete_inputs`` of its counterpart in the shape steps, and only where the
-match is sure:
+``concrete_inputs`` (and ``input_strides``, where the recording has them) of
+its counterpart in the shape steps, and only where the match is sure:
 
 - the thread ran that operator as many times in the window step as in every
   shape step (a step that took another branch matches nothing of that name);
@@ -48,9 +48,12 @@ __all__ = ["META_KEY", "SHAPE_COLUMNS", "ShapeMatch", "give_shapes", "shapes_fil
 META_KEY = "advisor_shapes"
 #: the columns a shape recording gives (see :data:`advisor.load.kineto_spec.ARGS`)
 SHAPE_COLUMNS = ("input_types", "input_dims", "concrete_inputs")
+#: given too where the shape recording has them (:data:`advisor.load.kineto_spec.EXTRA_ARGS`): only the layout
+#: copies read strides, so a window trace is not made to decode them
+OPTIONAL_COLUMNS = ("input_strides",)
 _KEY = ["tid", "name", "k"]
 #: the columns given only where the shape steps agreed (the dtypes must agree for anything to be given)
-AGREED_COLUMNS = ("input_dims", "concrete_inputs")
+AGREED_COLUMNS = ("input_dims", "concrete_inputs", "input_strides")
 
 
 @dataclass
@@ -99,18 +102,19 @@ def give_shapes(events: pd.DataFrame, shapes: pd.DataFrame, file: str) -> tuple[
     match = ShapeMatch(file=file)
     if any(c not in events or c not in shapes for c in SHAPE_COLUMNS):
         return events, match
-    window_ops = _ops_by_step(events, with_shapes=False)
-    shape_ops = _ops_by_step(shapes, with_shapes=True)
+    columns = (*SHAPE_COLUMNS, *(c for c in OPTIONAL_COLUMNS if c in shapes))
+    window_ops = _ops_by_step(events, ())
+    shape_ops = _ops_by_step(shapes, columns)
     match.ops = len(window_ops)
     match.steps = int(shape_ops["step"].nunique()) if len(shape_ops) else 0
     if not match.ops or not match.steps:
         return events, match
-    reference = _agreed(shape_ops, match.steps)
+    reference = _agreed(shape_ops, match.steps, columns)
     window_ops["n"] = window_ops.groupby(["step", "tid", "name"], sort=False)["k"].transform("size")
     joined = window_ops.merge(reference, on=_KEY, how="inner") if len(reference) else window_ops.iloc[0:0]
     joined = joined[joined["n"] == joined["n_ref"]] if len(joined) else joined
     rest = window_ops[~window_ops["row"].isin(joined["row"])]
-    repeated = _by_repeated_unit(rest, shape_ops, match.steps)
+    repeated = _by_repeated_unit(rest, shape_ops, match.steps, columns)
     match.repeated = len(repeated)
     joined = pd.concat([joined, repeated], ignore_index=True) if len(joined) else repeated
     if joined.empty:
@@ -119,8 +123,8 @@ def give_shapes(events: pd.DataFrame, shapes: pd.DataFrame, file: str) -> tuple[
     match.dtypes_only = int(len(joined) - match.matched)
     rows = joined["row"].to_numpy()
     out = events.copy(deep=False)
-    for column in SHAPE_COLUMNS:
-        values = out[column].astype(object).to_numpy(copy=True)
+    for column in columns:
+        values = out[column].astype(object).to_numpy(copy=True) if column in out else np.full(len(out), "", object)
         given = joined[column].to_numpy(dtype=object)
         if column in AGREED_COLUMNS:  # dims and scalars only where the shape steps agreed on them
             given = np.where(joined[f"same_{column}"].to_numpy(dtype=bool), given, "")
@@ -129,16 +133,16 @@ def give_shapes(events: pd.DataFrame, shapes: pd.DataFrame, file: str) -> tuple[
     return out, match
 
 
-def _ops_by_step(events: pd.DataFrame, *, with_shapes: bool) -> pd.DataFrame:
+def _ops_by_step(events: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     """The CPU operators inside a step: row, step index, tid, name, k (occurrence of the name on the thread in
-    the step, in time order) and, ``with_shapes``, the shape columns as text."""
+    the step, in time order) and the shape ``columns`` as text."""
     names = _names(events["name"])
     is_step = np.fromiter((n.startswith(STEP_PREFIX) for n in names.categories), bool, len(names.categories))
     # the host's step ranges: on a GPU trace Kineto mirrors them on the streams (gpu_user_annotation), elsewhere in time
     steps = events[is_step[names.codes] & (names.codes >= 0) & (events["cat"] == "user_annotation").to_numpy()]
     ops = events["cat"].to_numpy() == "cpu_op"
     if steps.empty or not ops.any():
-        return pd.DataFrame(columns=["row", "step", "tid", "name", "k", *SHAPE_COLUMNS])
+        return pd.DataFrame(columns=["row", "step", "tid", "name", "k", *columns])
     starts = steps["ts"].to_numpy()
     order = np.argsort(starts, kind="stable")
     starts, ends = starts[order], steps["end"].to_numpy()[order]
@@ -150,7 +154,7 @@ def _ops_by_step(events: pd.DataFrame, *, with_shapes: bool) -> pd.DataFrame:
     frame = pd.DataFrame({"row": rows, "step": step, "tid": events["tid"].to_numpy()[rows],
                           # a missing name (code -1) reads the "" appended last
                           "name": np.append(np.asarray(names.categories, dtype=object), "")[names.codes[rows]]})
-    for column in SHAPE_COLUMNS if with_shapes else ():
+    for column in columns:
         frame[column] = events[column].astype(str).to_numpy()[rows]
     frame["k"] = frame.groupby(["step", "tid", "name"], sort=False).cumcount()
     return frame
@@ -162,7 +166,7 @@ def _names(column: pd.Series) -> pd.Categorical:
     return values if isinstance(values, pd.Categorical) else pd.Categorical(column.astype(str))
 
 
-def _agreed(shape_ops: pd.DataFrame, steps: int) -> pd.DataFrame:
+def _agreed(shape_ops: pd.DataFrame, steps: int, columns: tuple[str, ...]) -> pd.DataFrame:
     """One row per (tid, name, k) that every shape step ran as often and with the same dtypes: the first step's
     shape columns, ``n_ref`` (how often the thread ran the name in a step), and per column whether every step
     recorded the same (``same_input_dims``, ``same_concrete_inputs``): a sampler's random index in a scalar
@@ -173,16 +177,18 @@ def _agreed(shape_ops: pd.DataFrame, steps: int) -> pd.DataFrame:
     kept = shape_ops.merge(steady["min"].rename("n_ref").reset_index(), on=["tid", "name"], how="inner")
     if kept.empty:
         return kept
-    distinct = kept.groupby(_KEY, sort=False)[list(SHAPE_COLUMNS)].nunique()
+    distinct = kept.groupby(_KEY, sort=False)[list(columns)].nunique()
     first = kept[kept["step"] == kept["step"].min()].set_index(_KEY)
     out = first[[c for c in first.columns if c not in ("row", "step")]].join(distinct.add_suffix("_distinct"))
     out = out[out["input_types_distinct"] == 1]  # dtypes that vary too: nothing is sure
-    for column in AGREED_COLUMNS:
+    agreed = [c for c in AGREED_COLUMNS if c in columns]
+    for column in agreed:
         out[f"same_{column}"] = out[f"{column}_distinct"] == 1
-    return out.reset_index()[[*_KEY, "n_ref", *(f"same_{c}" for c in AGREED_COLUMNS), *SHAPE_COLUMNS]]
+    return out.reset_index()[[*_KEY, "n_ref", *(f"same_{c}" for c in agreed), *columns]]
 
 
-def _by_repeated_unit(window_ops: pd.DataFrame, shape_ops: pd.DataFrame, steps: int) -> pd.DataFrame:
+def _by_repeated_unit(window_ops: pd.DataFrame, shape_ops: pd.DataFrame, steps: int,
+                      columns: tuple[str, ...]) -> pd.DataFrame:
     """The window operators ``window_ops`` (not matched call for call) that a repeated unit of calls places:
     the rows :func:`give_shapes` joins, with the unit's shape columns and agreement flags."""
     if window_ops.empty:
@@ -192,7 +198,7 @@ def _by_repeated_unit(window_ops: pd.DataFrame, shape_ops: pd.DataFrame, steps: 
     for (tid, name), calls in shape_ops.groupby(["tid", "name"], sort=False):
         if (tid, name) not in wanted:
             continue
-        unit = _unit(calls, steps)
+        unit = _unit(calls, steps, columns)
         if unit is not None:
             units[(tid, name)] = unit
     if not units:
@@ -212,7 +218,7 @@ def _by_repeated_unit(window_ops: pd.DataFrame, shape_ops: pd.DataFrame, steps: 
     return pd.concat(found, ignore_index=True) if found else window_ops.iloc[0:0]
 
 
-def _unit(calls: pd.DataFrame, steps: int) -> pd.DataFrame | None:
+def _unit(calls: pd.DataFrame, steps: int, columns: tuple[str, ...]) -> pd.DataFrame | None:
     """The unit one thread's calls of one operator repeat in every shape step (dtypes and dims), each step
     running it at least twice, or None: its shape columns and whether every repeat in every step agreed on
     the dims and on the scalars."""
@@ -230,12 +236,12 @@ def _unit(calls: pd.DataFrame, steps: int) -> pd.DataFrame | None:
     stacked = pd.concat(per_step, ignore_index=True)
     position = np.concatenate([np.arange(len(g)) % size for g in per_step])
     by_position = stacked.groupby(position, sort=True)
-    distinct = by_position[list(SHAPE_COLUMNS)].nunique()
+    distinct = by_position[list(columns)].nunique()
     if (distinct["input_types"] != 1).any():
         return None
     first = stacked.iloc[:size].reset_index(drop=True)
-    unit = first[list(SHAPE_COLUMNS)].copy()
-    for column in AGREED_COLUMNS:
+    unit = first[list(columns)].copy()
+    for column in (c for c in AGREED_COLUMNS if c in columns):
         unit[f"same_{column}"] = (distinct[column] == 1).to_numpy()
     return unit
 

@@ -52,6 +52,7 @@ EXTRA_ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "queued": (("queued",), "int"),
     "call_stack": (("Call stack",), "str"),
     "module_hierarchy": (("Module Hierarchy",), "str"),
+    "input_strides": (("Input Strides",), "str"),
 }
 ALL_ARGS = {**ARGS, **EXTRA_ARGS}
 

@@ -74,6 +74,22 @@ def test_fixed_twin_is_not_diagnosed(runs, example: str) -> None:
     assert run.facts["steps.count"] == 3
 
 
+def test_layout_copies_are_priced_by_the_collectors_copy_probe(runs) -> None:
+    # Every copy of examples/strided_copies.py is a 1 MiB fp32 tensor whose innermost dimension is strided (the
+    # transposes of (256, 16, 64) and (256, 64, 16)): each is priced at the probe's "gather" point of 1 MiB.
+    run = runs[("strided_copies", "slow")]
+    probe = run.json("run.json")["host_costs"]["copy_us"]
+    assert [b for b, _ in probe["gather"]] == [16 << 10, 256 << 10, 1 << 20, 4 << 20]
+    one_mib = dict(map(tuple, probe["gather"]))[1 << 20]
+    f = run.facts
+    assert f["layout_copies.priced_ms_unprofiled"] == pytest.approx(f["layout_copies.calls_per_step"] * one_mib / 1e3)
+    stretch = f["steps.time_ms"] / f["steps.unprofiled_ms"]
+    assert f["layout_copies.priced_ms"] == pytest.approx(f["layout_copies.priced_ms_unprofiled"] * max(stretch, 1.0))
+    diagnosis = next(d for d in run.diagnoses if d["rule_id"] == "CPU002")
+    assert diagnosis["impact_ms"] == pytest.approx(f["layout_copies.priced_ms"])
+    assert "without the profiler" in diagnosis["what"]
+
+
 def test_healthy_control_has_no_pattern(diagnosed_examples) -> None:
     run = diagnosed_examples["healthy"]
     assert not {d["rule_id"] for d in run.diagnoses} & PATTERN_RULES

@@ -121,6 +121,23 @@ def test_a_scalar_that_differs_between_the_shape_steps_leaves_the_dims_known(tmp
     assert picked["concrete_inputs"].astype(str).tolist() == ["", ""]  # which index the window took is unknown
 
 
+def test_strides_recorded_apart_are_given_where_the_shape_steps_agree_on_them(tmp_path: Path) -> None:
+    """The layout copies' pricing reads strides (advisor.analyze.framework.copy_price); a window trace does not
+    decode them, the shape recording gives them."""
+    def copy(name: str, strides: list) -> tuple[int, str, dict]:
+        return MAIN, name, {**_args([[16, 64, 32], []], ["float", "Scalar"]), "Input Strides": [strides, []]}
+
+    steady = copy("aten::contiguous", [2048, 1, 64])
+    window = [[steady, copy("aten::clone", [2048, 1, 64])]] * 2
+    shape_steps = [[steady, copy("aten::clone", [2048, 1, 64])], [steady, copy("aten::clone", [2048, 32, 1])]]
+    trace = load_kineto(_recorded(tmp_path, window, shape_steps))
+    ops = trace.events[trace.events["cat"] == "cpu_op"]
+    strides = ops.groupby("name", observed=True)["input_strides"].agg(lambda c: c.astype(str).tolist())
+    assert strides["aten::contiguous"] == ["[[2048,1,64],[]]"] * 2
+    assert strides["aten::clone"] == ["", ""]  # the shape steps disagree: which strides the window had is unknown
+    assert ops[ops["name"] == "aten::clone"]["input_dims"].astype(str).tolist() == ["[[16,64,32],[]]"] * 2
+
+
 def test_a_step_that_ran_an_operator_more_often_gets_no_shapes_for_it(tmp_path: Path) -> None:
     """A window step that took another branch (one more aten::mm) cannot be matched call by call."""
     window = [[MM, ADD], [MM, MM, ADD]]
