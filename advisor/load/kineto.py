@@ -263,7 +263,7 @@ def _with_shapes_recorded_apart(path: Path, events: pd.DataFrame, meta: dict[str
     if found is None:
         return events
     try:
-        recorded = load_kineto(found, args={c: ALL_ARGS[c] for c in (*SHAPE_COLUMNS, *OPTIONAL_COLUMNS)}, helpers=0,
+        recorded = load_kineto(found, args={c: ARGS[c] for c in (*SHAPE_COLUMNS, *OPTIONAL_COLUMNS)}, helpers=0,
                                shapes=False)
     except TraceError as exc:
         meta[META_KEY] = {"file": found.name, "error": str(exc),

@@ -48,8 +48,8 @@ __all__ = ["META_KEY", "SHAPE_COLUMNS", "ShapeMatch", "give_shapes", "shapes_fil
 META_KEY = "advisor_shapes"
 #: the columns a shape recording gives (see :data:`advisor.load.kineto_spec.ARGS`)
 SHAPE_COLUMNS = ("input_types", "input_dims", "concrete_inputs")
-#: given too where the shape recording has them (:data:`advisor.load.kineto_spec.EXTRA_ARGS`): only the layout
-#: copies read strides, so a window trace is not made to decode them
+#: given too where the shape recording has the column (one read with fewer columns than
+#: :data:`advisor.load.kineto_spec.ARGS` may not)
 OPTIONAL_COLUMNS = ("input_strides",)
 _KEY = ["tid", "name", "k"]
 #: the columns given only where the shape steps agreed (the dtypes must agree for anything to be given)

@@ -23,6 +23,7 @@ ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "input_types": (("Input type",), "str"),
     "input_dims": (("Input Dims",), "str"),
     "concrete_inputs": (("Concrete Inputs",), "str"),
+    "input_strides": (("Input Strides",), "str"),  # the layout copies' pattern (analyze/framework/copy_price.py)
     "sync_kind": (("cuda_sync_kind",), "str"),
     "wait_stream": (("wait_on_stream",), "int"),
     "copy_kind": (("kind",), "str"),
@@ -52,7 +53,6 @@ EXTRA_ARGS: dict[str, tuple[tuple[str, ...], str]] = {
     "queued": (("queued",), "int"),
     "call_stack": (("Call stack",), "str"),
     "module_hierarchy": (("Module Hierarchy",), "str"),
-    "input_strides": (("Input Strides",), "str"),
 }
 ALL_ARGS = {**ARGS, **EXTRA_ARGS}
 

@@ -122,8 +122,8 @@ def test_a_scalar_that_differs_between_the_shape_steps_leaves_the_dims_known(tmp
 
 
 def test_strides_recorded_apart_are_given_where_the_shape_steps_agree_on_them(tmp_path: Path) -> None:
-    """The layout copies' pricing reads strides (advisor.analyze.framework.copy_price); a window trace does not
-    decode them, the shape recording gives them."""
+    """The layout copies' pricing reads strides (advisor.analyze.framework.copy_price): a window recorded without
+    shapes has none, the shape recording gives them."""
     def copy(name: str, strides: list) -> tuple[int, str, dict]:
         return MAIN, name, {**_args([[16, 64, 32], []], ["float", "Scalar"]), "Input Strides": [strides, []]}
 
