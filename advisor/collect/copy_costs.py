@@ -19,7 +19,8 @@ Two patterns, because they differ fivefold per byte on the same machine:
   are permuted (``x.transpose(1, 2)`` of a (batch, tokens, heads, head_dim)
   tensor), so the copy moves whole rows.
 
-Each is timed at a few sizes (16 KiB to 4 MiB of fp32), the median of rounds.
+Each is timed at a few sizes (16 KiB to 4 MiB of fp32), the median of rounds,
+smallest first, the larger sizes left out once the probe has taken its budget.
 The largest size stays at 4 MiB: glibc raises its mmap threshold to the
 largest block freed, and a probe much larger than the script's own tensors
 would change how the script's later allocations are served.
@@ -42,6 +43,9 @@ _ROUNDS = 7
 #: bytes copied per round at least, so that a round of small copies is not a few microseconds long
 _ROUND_BYTES = 4 << 20
 _INNER = 64  # elements of the innermost dimension (a row, or a side of a transposed tile)
+#: seconds the probe may take: it takes 40-60 ms on a quiet 2-core machine, but where the script's threads
+#: oversubscribe the cores every parallel copy waits for a time slice (examples/thread_oversubscription.py)
+_BUDGET_S = 1.0
 
 
 def _view(pattern: str, nbytes: int) -> torch.Tensor:
@@ -62,21 +66,23 @@ def _per_call_us(x: torch.Tensor, calls: int) -> float:
     return statistics.median(rounds)
 
 
-def measure_copy_costs() -> dict[str, Any]:
+def measure_copy_costs(budget_s: float = _BUDGET_S) -> dict[str, Any]:
     """``{"gather": [[bytes, us], ...], "rows": [[bytes, us], ...]}``: microseconds per ``.contiguous()`` call
-    of each pattern at each of :data:`SIZES`; ``{}`` when torch refuses."""
-    out: dict[str, Any] = {}
+    of each pattern at each of :data:`SIZES`, smallest first; ``{}`` when torch refuses. Sizes past
+    ``budget_s`` are left out (the pricing takes the largest measured size's cost per byte beyond it)."""
+    out: dict[str, list[list[float]]] = {pattern: [] for pattern in PATTERNS}
+    deadline = time.perf_counter() + budget_s
     try:
         with torch.inference_mode(False), torch.random.fork_rng(devices=[]):
-            for pattern in PATTERNS:
-                points = []
-                for size in SIZES:
+            for size in SIZES:
+                if out["gather"] and time.perf_counter() > deadline:
+                    break
+                for pattern in PATTERNS:
                     x = _view(pattern, size)
                     nbytes = x.numel() * x.element_size()
                     calls = max(_ROUND_BYTES // nbytes, 1)
                     x.contiguous()  # the first call pays for the block; the rounds reuse it
-                    points.append([nbytes, round(_per_call_us(x, calls), 3)])
-                out[pattern] = points
+                    out[pattern].append([nbytes, round(_per_call_us(x, calls), 3)])
     except (RuntimeError, TypeError):  # a torch without these APIs, or a script's mode that refuses them
         return {}
     return out

@@ -59,4 +59,6 @@ def test_a_block_that_never_measures_leaves_the_chains_unscaled(monkeypatch) -> 
     costs = measure_host_costs()
     assert len(calls) == host_costs._BLOCK_TRIES
     assert costs["autograd_block_us"] == 0.0 and costs["autograd_block_scale"] == 1.0
-    assert costs["autograd_us_by_kind"]["matmul"] > 0 and costs["autograd_us"] > 0
+    # the matrix product's recording is the dearest, so it measures above 0 even on a busy machine (the pointwise
+    # chain's, less its seed op, came out at 0 in one run of three while a calibration ran beside it)
+    assert costs["autograd_us_by_kind"]["matmul"] > 0
