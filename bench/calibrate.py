@@ -47,12 +47,13 @@ unprofiled step. The profiler's own cost grows with the operators a step
 records, so it inflates a slow version with more operators more than its
 fix, and the two gains can differ. A row is judged on the recorded steps'
 gain unless it says ``judge: bare``: a rule whose estimate is priced from
-measurements made without the profiler (INF001's host-cost probes) is
-judged where it was measured, and so is one whose fix removes so many
-recorded operators that the recorded gain holds the profiler's cost of
-recording them (CPU002's copies come with their views and backward nodes;
-OPT001's fused step removes the for-loop's per-parameter calls; CPU004's
-builtin GELU removes the hand-written one's operators).
+measurements made without the profiler (INF001's host-cost probes, CPU002's
+copy probe) is judged where it was measured, and so is one whose fix removes
+so many recorded operators that the recorded gain holds the profiler's cost
+of recording them (OPT001's fused step removes the for-loop's per-parameter
+calls; CPU004's builtin GELU removes the hand-written one's operators), or
+one whose slow version hides the profiler's cost in waits that its fix
+removes (DIST002's ranks wait for each other's all-reduce).
 Not part of the test suite: it takes minutes, and
 figures taken on a busy machine are noisy (it prints the load average).
 """
