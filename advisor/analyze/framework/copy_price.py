@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from advisor.analyze.framework.op_call import bytes_per_element
+from advisor.analyze.framework.op_call import OpCall
 from advisor.analyze.framework.view import TraceView
 
 __all__ = ["copy_pattern", "copy_prices_us", "price_us"]
@@ -58,16 +58,16 @@ def price_us(nbytes: float, points: Sequence[Sequence[float]]) -> float | None:
 
 
 def _price_text(probe: Mapping[str, Any], dims_text: str, strides_text: str, types_text: str) -> float:
+    call = OpCall.parse("", dims_text, types_text, "")
+    shape, bpe = (call.shape(0), call.bpe(0)) if call is not None else (None, None)
     try:
-        dims, strides, types = (orjson.loads(x) for x in (dims_text, strides_text, types_text))
-        shape, stride, dtype = dims[0], strides[0], types[0]
+        stride = orjson.loads(strides_text)[0]
     except (orjson.JSONDecodeError, TypeError, IndexError, KeyError):
         return math.nan
-    if not (isinstance(shape, list) and isinstance(stride, list) and all(isinstance(x, int) for x in shape + stride)):
+    if shape is None or bpe is None or not (isinstance(stride, list) and all(isinstance(x, int) for x in stride)):
         return math.nan
     pattern = copy_pattern(shape, stride)
-    bpe = bytes_per_element(str(dtype))
-    if pattern is None or bpe is None or not probe.get(pattern):
+    if pattern is None or not probe.get(pattern):
         return math.nan
     price = price_us(math.prod(shape) * bpe, probe[pattern])
     return math.nan if price is None else price
@@ -80,11 +80,10 @@ def copy_prices_us(view: TraceView, rows: np.ndarray) -> np.ndarray | None:
     columns = ("input_dims", "input_strides", "input_types")
     if not isinstance(probe, Mapping) or not probe or any(c not in view.events for c in columns):
         return None
-    texts = [view.host_column(c)[rows].astype(str) for c in columns]
-    cache: dict[tuple[str, str, str], float] = {}
+    cache: dict[tuple[str, ...], float] = {}
     out = np.empty(len(rows))
-    for i, key in enumerate(zip(*texts)):
-        if key not in cache:
-            cache[key] = _price_text(probe, *map(str, key))  # orjson takes str, not numpy's str_
+    for i, key in enumerate(zip(*(map(str, view.host_column(c)[rows]) for c in columns))):
+        if key not in cache:  # a few distinct copies, called every step
+            cache[key] = _price_text(probe, *key)
         out[i] = cache[key]
     return out
