@@ -1,6 +1,6 @@
 """HOST001's wait figure on a small trace worked out by hand: the trace's own small operators stand in for the
-collector's probe when the probe happened to run while the cores were free; with two ranks, the rank that waited
-longest gives the figure.
+collector's probe when the probe happened to run while the cores were free; with two ranks, the rank whose waits
+took the largest share of its steps gives the figure.
 
 Two 50 ms steps of two ranks with two threads each on two cores. Each step: eight ReLUs of 40 us, one of which
 waited 6 ms for a core; an in-place add of 10 us that once waited 4 ms; a copy that is small in most calls and
@@ -29,11 +29,11 @@ def _x(cat: str, name: str, ts: float, dur: float) -> dict:
     return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": 1, "tid": 1, "args": {}}
 
 
-def _trace(relu_wait_us: float, add_wait_us: float) -> dict:
+def _trace(relu_wait_us: float, add_wait_us: float, step_us: float = 50000.0) -> dict:
     events = []
     for n in range(2):
-        t = 50000.0 * n
-        events.append(_x("user_annotation", f"ProfilerStep#{n + 1}", t, 50000))
+        t = step_us * n
+        events.append(_x("user_annotation", f"ProfilerStep#{n + 1}", t, step_us))
         at = t + 100
         for i in range(8):
             dur = 40 + (relu_wait_us if n == 1 and i == 3 else 0)
@@ -95,6 +95,21 @@ def test_the_rank_that_waited_longest_gives_the_ranks_figures(tmp_path) -> None:
     assert facts["ranks.pool_wait_ms"] == pytest.approx((10 + 10 + 12 + 6.04 + 4.01) / 2, abs=0.01)
     first = host_threads(views[0])
     assert first["host.pool_wait_ms"] == pytest.approx(3 * 0.16 / 2, abs=0.01)  # what HOST001 read before
+
+
+def test_the_rank_that_waited_the_largest_share_of_its_steps_gives_the_figures(tmp_path) -> None:
+    # The second rank's waits add up to more milliseconds per step, but over steps three times as long (a rank's
+    # first and last recorded steps take in the other ranks' profiler start-up and export): the first rank's
+    # share is the larger, and it gives the figures HOST001 prices on the first rank's step.
+    views = [_rank_view(tmp_path, 0, _trace(relu_wait_us=6000, add_wait_us=4000)),
+             _rank_view(tmp_path, 1, _trace(relu_wait_us=7000, add_wait_us=4000, step_us=150000.0))]
+    second = host_threads(views[1])
+    facts = rank_pool_waits(RankSet(views))
+    assert second["host.pool_wait_ms"] == pytest.approx((10 + 10 + 14 + 7.04 + 4.01) / 2, abs=0.01)
+    assert second["host.pool_wait_ms"] > facts["ranks.pool_wait_ms"]
+    assert facts["ranks.pool_wait_rank"] == 0
+    assert facts["ranks.pool_wait_ms"] == pytest.approx((10 + 10 + 12 + 6.04 + 4.01) / 2, abs=0.01)
+    assert facts["ranks.pool_wait_share"] == pytest.approx(facts["ranks.pool_wait_ms"] / 50, abs=0.001)
 
 
 def test_ranks_without_the_collectors_probes_give_no_figures(tmp_path) -> None:
