@@ -38,9 +38,11 @@ while it slows down. What is left moves a whole run's speed, and a row whose
 gain is small against it needs more pairs: a row may ask for a least number
 (``pairs: 7``), and after that pairs are added while the standard error of
 the judged error (from the spread of the pairs' errors) is over ``--noise``
-(default 0.15, 15 points; at most ``--max-pairs``, default 12). The
-``noise`` column prints that standard error; a row that ends with it near
-30 points is decided by the machine as much as by its estimate. Beside it,
+(default 0.15, 15 points; at most ``--max-pairs``, default 12), or while
+the judged error lies within one standard error of +-30%, a pass or a fail
+that one more fast or slow pair could turn. The ``noise`` column prints that
+standard error; a row that ends with it near 30 points is decided by the
+machine as much as by its estimate. Beside it,
 *bare*: the same without the profiler, from the steps each run timed after its window (``compare.json``
 ``step.unprofiled``), the estimate taken as the same share of the slow run's
 unprofiled step. The profiler's own cost grows with the operators a step
@@ -237,13 +239,18 @@ def _noise(errors: list[float | None]) -> float | None:
 
 
 def needs_more(row: dict[str, Any], pairs: list[dict[str, Any]], target: float, most: int) -> bool:
-    """Another pair, when the row's judged error is still noisier than ``target`` (its standard error, in the
-    error's units) and fewer than ``most`` pairs ran: a row is then decided by its estimate, not by how the machine
-    moved."""
+    """Another pair, while fewer than ``most`` ran, when the row's judged error is still noisier than ``target``
+    (its standard error, in the error's units) or lies within one standard error of the tolerance, on either side:
+    a row is then decided by its estimate, not by how the machine moved. The second test runs both ways, so it
+    adds pairs to a row that looks like a narrow pass as much as to one that looks like a narrow fail."""
     if len(pairs) >= most or not all(p["fired"] for p in pairs):
         return False
-    noise = summarise(row, pairs)["noise"]
-    return noise is None or noise > target
+    summary = summarise(row, pairs)
+    noise = summary["noise"]
+    judged = summary["bare_error"] if row["judge"] == "bare" else summary["error"]
+    if noise is None or judged is None or noise > target:
+        return True
+    return abs(abs(judged) - TOLERANCE) < noise
 
 
 def _error(estimate: float | None, measured: float | None) -> float | None:
@@ -303,7 +310,8 @@ def main() -> None:
                              "even ones (median reported); a row's `pairs` raises it for that row")
     parser.add_argument("--noise", type=float, default=0.15, metavar="ERROR",
                         help="after --repeat pairs, add pairs to a row while the standard error of its judged error "
-                             "is above this (default 0.15, i.e. 15 points; 10: never)")
+                             "is above this (default 0.15, i.e. 15 points; 10: never), or while the error lies "
+                             "within one standard error of the tolerance")
     parser.add_argument("--max-pairs", type=int, default=12, help="no row runs more pairs than this (default 12)")
     parser.add_argument("--active", type=int, help="profiled steps per run (advisor diagnose --active)")
     parser.add_argument("--threads", type=int,

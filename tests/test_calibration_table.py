@@ -106,3 +106,20 @@ def test_a_noisy_row_gets_more_pairs_until_it_settles_or_hits_the_most() -> None
     assert not CALIBRATE.needs_more(row, noisy, 0.15, 3)
     assert not CALIBRATE.needs_more(row, noisy[:2] + [_pair(2.0, 2.0, fired=False)], 0.15, 12)  # a fail already
     assert CALIBRATE.needs_more(row, noisy[:2], 0.15, 12)  # no noise figure yet
+
+
+def test_a_row_within_one_standard_error_of_the_tolerance_gets_more_pairs_either_side() -> None:
+    row = {"example": "x.py", "rule": "HOST001", "judge": "recorded", "pairs": 0}
+    # estimate 13 ms: pair errors +30%, +18%, +44% (median +30%, noise about 12 points): one pair could turn it
+    near_fail = [{**_pair(g, g), "estimate_ms": 13.0} for g in (10.0, 11.0, 9.0)]
+    # pair errors -27%, -35%, -22% (noise about 5 points): a narrow pass, as undecided
+    near_pass = [{**_pair(g, g), "estimate_ms": 13.0} for g in (17.8, 20.0, 16.7)]
+    # pair errors +4%, 0%, +8%: far inside, however it moves
+    inside = [{**_pair(g, g), "estimate_ms": 13.0} for g in (12.5, 13.0, 12.0)]
+    for pairs in (near_fail, near_pass):
+        summary = CALIBRATE.summarise(row, pairs)
+        assert summary["noise"] <= 0.15 and abs(abs(summary["error"]) - 0.30) < summary["noise"]
+        assert CALIBRATE.needs_more(row, pairs, 0.15, 12)
+    assert CALIBRATE.summarise(row, inside)["noise"] <= 0.15
+    assert not CALIBRATE.needs_more(row, inside, 0.15, 12)
+    assert not CALIBRATE.needs_more(row, near_fail, 0.15, 3)  # the most still bounds it
