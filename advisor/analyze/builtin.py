@@ -28,7 +28,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "framework.elementwise_runs", "framework.fp32_gemms", "framework.gemm_alignment",
         "ranks.host", "ranks.pool_waits",
         "framework.source_lines", "framework.step_split", "framework.sync_causes", "framework.syncs",
-        "ranks.skew",
+        "ranks.skew", "ranks.work",
         "framework.trace_info", "framework.workload", "framework.zero_grad",
     )),
     "kernel": ("advisor.analyze.kernel.kernels",),

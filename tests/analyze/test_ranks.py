@@ -60,7 +60,7 @@ def test_one_trace_has_no_rank_comparison() -> None:
 
 
 def test_rank_analyzers_are_declared_as_such() -> None:
-    names = {"ranks", "gpu_ranks", "rank_skew", "rank_pool_waits"}
+    names = {"ranks", "gpu_ranks", "rank_skew", "rank_pool_waits", "rank_work"}
     assert {a.name for a in registered("framework", scope="ranks")} == names
     assert not names & {a.name for a in registered("framework", scope="trace")}
 
