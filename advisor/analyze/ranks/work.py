@@ -25,11 +25,11 @@ no signature, and the fact is left out rather than guessed.
 
 from __future__ import annotations
 
-from collections import Counter
 from statistics import median
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from advisor.analyze import intervals
 from advisor.analyze.findings import FactSpec
@@ -62,13 +62,13 @@ def work_signature(view: TraceView) -> dict[str, float] | None:
     if "input_dims" not in view.events or not view.step_count:
         return None
     rows = _outermost_calls(view)
-    names = np.asarray(view.host_name_texts, dtype=object)[rows]
-    dims = view.host_column("input_dims")[rows]
-    if not len(dims) or any(not isinstance(d, str) or not d for d in dims):
+    names = pd.Series(view.host_name_texts[rows], dtype=object)
+    dims = pd.Series(view.host_column("input_dims")[rows], dtype=object)
+    if not len(dims) or bool(dims.isna().any()) or bool((dims == "").any()):
         return None
-    counts = Counter(f"{n}|{d}" for n, d in zip(names.tolist(), dims.tolist()))
+    counts = (names + "|" + dims.astype(str)).value_counts()
     steps = view.step_count
-    return {key: count / steps for key, count in counts.items()}
+    return {str(key): int(count) / steps for key, count in counts.items()}
 
 
 @rank_part("work")
