@@ -108,7 +108,13 @@ def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mappi
 
 
 def loop_note(facts: Mapping[str, Any]) -> str | None:
-    """One sentence on what kind of loop the step split describes, where it is not a plain training loop."""
+    """What kind of loop the step split describes, where it is not a plain training loop, and which recorded
+    steps it leaves out for an evaluation pass."""
+    said = [text for text in (_loop_kind(facts), evaluation_note(facts)) if text]
+    return " ".join(said) or None
+
+
+def _loop_kind(facts: Mapping[str, Any]) -> str | None:
     if facts.get("optimizer.closure"):
         return ("Forward and backward ran inside optimizer.step() (a closure, as in LBFGS or Lightning's automatic "
                 "optimization); they are counted as forward and backward, and the optimizer phase is the update alone.")
@@ -118,6 +124,34 @@ def loop_note(facts: Mapping[str, Any]) -> str | None:
     each = {"module": "one call of the model", "dataloader": "one DataLoader batch"}.get(str(method))
     return "An inference or evaluation loop: forward passes only, no backward or optimizer" + (
         f"; each step is {each}." if each else ".")
+
+
+def evaluation_note(facts: Mapping[str, Any]) -> str | None:
+    """The recorded steps that also ran an evaluation pass, and whether the figures leave them out."""
+    count = facts.get("steps.evaluation")
+    if not isinstance(count, int) or count < 1:
+        return None
+    steps = facts.get("steps.evaluation_steps")
+    calls = facts.get("steps.evaluation_calls") or 0
+    # the batches are not counted out: the fetch that ends a DataLoader's loop is a fetch too
+    what = f"{calls:.0f} model call{'s' if round(calls) != 1 else ''} with no backward, on batches of their own"
+    extra = facts.get("steps.evaluation_ms")
+    longer = f", {fmt_ms(extra)} longer than a training step" if isinstance(extra, (int, float)) else ""
+    said = (f"Step{'s' if count != 1 else ''} {steps} also ran an evaluation pass ({what}{longer}"
+            f"{', on mean' if count != 1 else ''}).")
+    left_out = facts.get("steps.evaluation_left_out") or 0
+    kept = facts.get("steps.count")
+    if left_out and left_out == count:
+        return said + (f" {'They are' if count != 1 else 'It is'} left out: the figures are over the other {kept} "
+                       "steps, the training alone.")
+    if left_out:
+        numbers = [r.get("step") for r in facts.get("steps.table") or [] if isinstance(r, Mapping)]
+        over = f"steps {numbers[0]}-{numbers[-1]}" if len(numbers) > 1 else f"{kept} steps"
+        return said + (f" The figures are over {over}, the longest unbroken run without one; the other {left_out} "
+                       "recorded steps are left out.")
+    return said + (" Too few steps lie between evaluations to leave them out: the figures include them, so the "
+                   "data wait and forward time hold the evaluation's too; record more steps (--active) or "
+                   "evaluate less often.")
 
 
 #: the profiler's share of the recorded step from which the summary warns that the times include it

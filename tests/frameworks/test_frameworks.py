@@ -61,6 +61,13 @@ ARGS = {
     "eval_loop": ("--batches", "20"),
 }
 
+#: runs of a script with other arguments: name -> (script, its arguments, the schedule)
+VARIANTS = {
+    # validating on four batches every four training batches: five recorded steps hold one or two validations
+    "lightning_validate": ("lightning_fit", ("--max-steps", "20", "--val-every", "4"),
+                           ("--wait", "2", "--warmup", "1", "--active", "5")),
+}
+
 
 def _require(script: str) -> None:
     """Skip when the script's framework is not installed; in CI (the `test` extra is installed) fail instead."""
@@ -80,13 +87,14 @@ def diagnosed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], RunOu
     base = tmp_path_factory.mktemp("frameworks")
 
     def get(script: str) -> RunOutput:
-        _require(script)
+        file, args, schedule = VARIANTS.get(script, (script, ARGS.get(script, ()), SCHEDULE))
+        _require(file)
         if script not in runs:
             out = base / script
             start = time.monotonic()
             # --no-escalate: these runs test the framework stage's attribution, not the later stages
-            cli = run_cli("diagnose", str(SCRIPTS / f"{script}.py"), "--out", str(out), "-q", "--no-escalate",
-                          *SCHEDULE, "--", *ARGS[script], cwd=base, env=ENV)
+            cli = run_cli("diagnose", str(SCRIPTS / f"{file}.py"), "--out", str(out), "-q", "--no-escalate",
+                          *schedule, "--", *args, cwd=base, env=ENV)
             runs[script] = RunOutput(out, cli, time.monotonic() - start)
         run = runs[script]
         assert run.cli.code == 0, run.cli.output
@@ -141,6 +149,23 @@ def test_closure_is_named(diagnosed: Callable[[str], RunOutput], script: str) ->
     # (not the report's text: this script's name and its source lines already say "closure")
     assert run.facts.get("optimizer.closure") is True
     assert run.facts.get("workload.kind") == "training"
+
+
+def test_a_validation_pass_in_the_window_is_left_out(diagnosed: Callable[[str], RunOutput]) -> None:
+    run = diagnosed("lightning_validate")
+    facts = run.facts
+    evaluations = facts.get("steps.evaluation")
+    assert evaluations in (1, 2), facts.get("steps.table")
+    # one process on the CPU: only the validation steps are left out, and four recorded steps stay or three
+    assert facts["steps.evaluation_left_out"] == evaluations and facts["steps.count"] == 5 - evaluations
+    assert facts["steps.evaluation_calls"] == 4  # the four validation batches' forwards
+    # the training loop fetches one batch a step; the validation's batches are not its data wait
+    assert facts["dataloader.batches_per_step"] == 1
+    assert facts["phases.backward.share"] >= 0.2, _split(facts)
+    assert "DL001" not in _rule_ids(run) and not _serious(run)
+    said = " ".join((run.path / "report.md").read_text().split())
+    steps = f"Step{'s' if evaluations > 1 else ''} {facts['steps.evaluation_steps']}"
+    assert f"{steps} also ran an evaluation pass (4 model calls with no backward" in said, said[:3000]
 
 
 # training: forward and backward outside optimizer.step() --------------------------------------------

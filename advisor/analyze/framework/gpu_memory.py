@@ -59,8 +59,7 @@ def gpu_memory(view: TraceView) -> dict[str, Any]:
     mem = view.trace.memory
     if len(mem) == 0:
         return out
-    lo, hi = view.window
-    mem = mem[(mem["ts"] >= lo) & (mem["ts"] < hi)]
+    mem = mem[view.step_of(mem["ts"].to_numpy()) >= 0]  # the analysed steps may have left-out ones between them
     if len(mem) == 0:
         return out
     gpu = mem[mem["device_type"] == 1]

@@ -24,6 +24,17 @@ PHASE_FACTS = {
 PROVIDES = (
     FactSpec("steps.count", "count", "number of analysed steps (complete ProfilerStep ranges)"),
     FactSpec("steps.incomplete", "count", "steps left out because the script raised, exited or was stopped inside them"),
+    FactSpec("steps.evaluation", "count", "recorded training steps that also ran an evaluation pass: more "
+             "forward-only model calls than the median step (advisor.analyze.framework.evaluation_steps)"),
+    FactSpec("steps.evaluation_steps", "text", "their step numbers"),
+    FactSpec("steps.evaluation_left_out", "count", "recorded steps left out of every figure for it: the evaluation "
+             "steps and, on a trace with GPU work or other ranks (which keeps the analysed steps one unbroken run), "
+             "the steps on their far side; 0 where fewer than three steps would be left"),
+    FactSpec("steps.evaluation_ms", "ms", "how much longer an evaluation step took than an analysed step, on mean"),
+    FactSpec("steps.evaluation_calls", "count", "forward-only model calls an evaluation step made beyond the "
+             "median step's, on mean"),
+    FactSpec("steps.evaluation_fetches", "count", "DataLoader fetches an evaluation step made beyond the other "
+             "steps', on mean"),
     FactSpec("steps.source", "text", "how steps were found: ProfilerStep ranges, or the whole trace as one window"),
     FactSpec("steps.method", "text", "how the collector recognised a step: optimizer, dataloader or time"),
     FactSpec("steps.time_ms", "ms", "mean wall time of a step"),
@@ -78,6 +89,8 @@ def step_split(view: TraceView) -> dict[str, Any]:
         "steps.time_ms_max": max((r["time_ms"] for r in rows), default=0.0),
         "steps.table": records(rows),
     }
+    if view.profiler_steps_present:
+        out.update(_evaluation(view, mean))
     out["steps.spread"] = (out["steps.time_ms_max"] - out["steps.time_ms_min"]) / mean if mean else 0.0
     out["steps.window_drift"] = _drift([r["time_ms"] for r in rows])
     out.update(_unprofiled(view.run_meta.get("unprofiled_step_ms"), mean))
@@ -94,6 +107,23 @@ def step_split(view: TraceView) -> dict[str, Any]:
                       "source": sources.get(p, "the rest of the step") if p != "other" else "the rest of the step"})
     out["phases.table"] = table
     return out
+
+
+def _evaluation(view: TraceView, mean_ms: float) -> dict[str, Any]:
+    """The evaluation-step facts; none where no step ran an evaluation pass."""
+    complete, found = view.evaluation_steps
+    if not found.found:
+        return {}
+    which = found.evaluation
+    dur_ms = (complete["end"] - complete["start"]).to_numpy()[which] / NS_PER_MS
+    return {
+        "steps.evaluation": int(which.sum()),
+        "steps.evaluation_steps": ", ".join(str(n) for n in complete["step"].to_numpy()[which]),
+        "steps.evaluation_left_out": found.left_out,
+        "steps.evaluation_ms": max(float(dur_ms.mean()) - mean_ms, 0.0),
+        "steps.evaluation_calls": float(found.extra_calls[which].mean()),
+        "steps.evaluation_fetches": float(found.extra_fetches[which].mean()),
+    }
 
 
 #: fewer recorded steps than this say nothing about a trend within the window

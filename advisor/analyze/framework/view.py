@@ -7,8 +7,9 @@ and derives, once and lazily, what several analyzers need:
     One row per analysed step: step, start, end, dur (int64 ns). The steps
     are the ``ProfilerStep#N`` ranges on the main thread, less those the
     collector marked as cut short (``advisor::partial_step``: the script
-    raised, exited or was stopped inside them); a trace without complete
-    steps is analysed as one window over all its host events.
+    raised, exited or was stopped inside them) and those left out for an
+    evaluation pass run inside them (:mod:`.evaluation_steps`); a trace
+    without complete steps is analysed as one window over all its host events.
 ``host``
     Host events (cpu_op, user_annotation, python_function, cuda_runtime,
     cuda_driver) with their nesting (parent, depth), op self time
@@ -43,10 +44,11 @@ import pandas as pd
 
 from advisor.analyze import intervals
 from advisor.analyze.framework import event_names as by_name, gpu_links, phases
+from advisor.analyze.framework.evaluation_steps import EvaluationSteps, find_evaluation_steps
 from advisor.analyze.framework.source_labels import (is_user_frame, parse_module_name, parse_python_frame,
                                                      parse_source_label, python_frame_kind)
 from advisor.load.kineto import KinetoTrace
-from advisor.naming import PARTIAL_STEP, PHASE_ORDER, SOURCE_PREFIX, STEP_PREFIX, is_direct_label
+from advisor.naming import PARTIAL_STEP, PHASE_NAMES, PHASE_ORDER, SOURCE_PREFIX, STEP_PREFIX, is_direct_label
 
 __all__ = ["HOST_CATS", "HOST_COLUMNS", "TraceView"]
 
@@ -220,24 +222,42 @@ class TraceView:
         return on_main - len(self._complete_step_rows)
 
     @cached_property
+    def evaluation_steps(self) -> tuple[pd.DataFrame, EvaluationSteps]:
+        """The complete steps (step, start, end, in time order) and which of them ran an evaluation pass."""
+        e = self.events
+        rows = self._complete_step_rows
+        steps = pd.DataFrame({"step": by_name.mapped(e["name"].iloc[rows], _step_number, "int64"),
+                              "start": e["ts"].to_numpy()[rows], "end": e["end"].to_numpy()[rows]})
+        steps = steps.sort_values("start", kind="stable").reset_index(drop=True)
+        on_main = (e["cat"] == "user_annotation").to_numpy() & (e["tid"].to_numpy() == self.main_tid)
+        ts, end = e["ts"].to_numpy(), e["end"].to_numpy()
+
+        def ranges(phase: str) -> np.ndarray:
+            return np.flatnonzero(on_main & by_name.where(e["name"], lambda name: name == PHASE_NAMES[phase]))
+
+        fwd, bwd = ranges("forward"), ranges("backward")
+        # Figures over steps with gaps between them hold only where each is taken step by step: not the GPU's
+        # (one span of time) or the ranks' (matched step by step across ranks, over one span).
+        alone = not self.trace.has_gpu and int(self.meta.get("world_size") or 1) <= 1
+        found = find_evaluation_steps(steps["start"].to_numpy(), steps["end"].to_numpy(), (ts[fwd], end[fwd]),
+                                      (ts[bwd], end[bwd]), ts[ranges("dataloader")], gaps_allowed=alone)
+        return steps, found
+
+    @cached_property
     def steps(self) -> pd.DataFrame:
         e = self.events
         rows = self._complete_step_rows
         if len(rows):
-            out = pd.DataFrame({
-                "step": by_name.mapped(e["name"].iloc[rows], _step_number, "int64"),
-                "start": e["ts"].to_numpy()[rows], "end": e["end"].to_numpy()[rows],
-            })
-        else:
-            host = e["cat"].isin(HOST_CATS).to_numpy()
-            if not host.any():
-                host = np.ones(len(e), bool)
-            start = int(e["ts"].to_numpy()[host].min()) if host.any() else 0
-            end = int(e["end"].to_numpy()[host].max()) if host.any() else 0
-            out = pd.DataFrame({"step": [-1], "start": [start], "end": [end]})
-        out = out.sort_values("start", kind="stable").reset_index(drop=True)
-        out["dur"] = out["end"] - out["start"]
-        return out
+            complete, evaluation = self.evaluation_steps
+            out = complete[evaluation.kept].reset_index(drop=True)
+            out["dur"] = out["end"] - out["start"]
+            return out
+        host = e["cat"].isin(HOST_CATS).to_numpy()
+        if not host.any():
+            host = np.ones(len(e), bool)
+        start = int(e["ts"].to_numpy()[host].min()) if host.any() else 0
+        end = int(e["end"].to_numpy()[host].max()) if host.any() else 0
+        return pd.DataFrame({"step": [-1], "start": [start], "end": [end], "dur": [end - start]})
 
     @property
     def window(self) -> tuple[int, int]:

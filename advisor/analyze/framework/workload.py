@@ -82,8 +82,9 @@ def _closure_ns(view: TraceView) -> int:
         nested = intervals.union(*(np.concatenate([found.get(p, _EMPTY)[i] for p in ("forward", "backward")])
                                    for i in (0, 1)))
         spans = intervals.intersect(*found.get("optimizer", _EMPTY), *nested)
-    lo, hi = view.window
-    return intervals.covered(*intervals.clip(*spans, lo, hi))
+    steps = view.steps  # step by step: the analysed steps may have left-out ones between them
+    return intervals.covered(*intervals.intersect(*spans, steps["start"].to_numpy("int64"),
+                                                  steps["end"].to_numpy("int64")))
 
 
 _MATMUL_OPS = frozenset({"aten::linear", "aten::addmm", "aten::mm", "aten::matmul", "aten::bmm", "aten::baddbmm",

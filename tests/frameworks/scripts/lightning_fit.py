@@ -4,9 +4,11 @@ A small convolutional classifier on random 28x28 images built in memory.
 
 Automatic optimization: Lightning calls `optimizer.step(closure)`, and the
 closure runs `training_step` (the forward), `zero_grad` and the backward, so
-both passes run inside the optimizer's step.
+both passes run inside the optimizer's step. With ``--val-every N`` it also
+validates on four batches every N training batches (``val_check_interval``),
+the validation loop running between two training steps.
 
-    python lightning_fit.py --max-steps 40
+    python lightning_fit.py --max-steps 40 [--val-every 4]
 """
 
 import argparse
@@ -38,6 +40,10 @@ class LitClassifier(L.LightningModule):
         self.log("train_loss", loss)
         return loss
 
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self(x), y))
+
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=self.hparams.lr)
 
@@ -46,17 +52,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-steps", type=int, default=40)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--val-every", type=int, default=0, help="validate every N training batches (0: never)")
     args = parser.parse_args()
 
     L.seed_everything(0, verbose=False)
     samples = args.batch_size * args.max_steps
     data = TensorDataset(torch.randn(samples, 1, 28, 28), torch.randint(0, 10, (samples,)))
     train_loader = DataLoader(data, batch_size=args.batch_size, shuffle=True)
+    validation = {}
+    if args.val_every:
+        held_out = args.batch_size * 4
+        val_data = TensorDataset(torch.randn(held_out, 1, 28, 28), torch.randint(0, 10, (held_out,)))
+        validation = {"val_dataloaders": DataLoader(val_data, batch_size=args.batch_size)}
     trainer = L.Trainer(
         accelerator="cpu", devices=1, max_steps=args.max_steps, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        val_check_interval=args.val_every or None, limit_val_batches=4 if args.val_every else None,
     )
-    trainer.fit(LitClassifier(), train_loader)
+    trainer.fit(LitClassifier(), train_loader, **validation)
 
 
 if __name__ == "__main__":
