@@ -127,6 +127,7 @@ def test_restart_and_checkpoint_facts(runs: dict) -> None:
     assert "dataloader.worker_starts_per_step" not in runs["DL002", "fixed"].facts
     saves = runs["HOST003", "slow"].facts
     assert saves["checkpoint.saves_per_step"] == 1 and saves["checkpoint.longest_ms"] > 0
+    assert saves["checkpoint.steps_with_save"] == saves["steps.count"]  # a save in every step: the rate is seen
     assert "checkpoint.ms" not in runs["HOST003", "fixed"].facts
 
 

@@ -41,6 +41,8 @@ RESTART_FACTS = (
 
 CHECKPOINT_FACTS = (
     FactSpec("checkpoint.saves_per_step", "count", "torch.save calls per step"),
+    FactSpec("checkpoint.steps_with_save", "count", "analysed steps that hold a torch.save call: with one, the "
+             "window shows a save but not how often the script saves"),
     FactSpec("checkpoint.ms", "ms", "time per step in torch.save"),
     FactSpec("checkpoint.share", "fraction", "checkpoint.ms as a share of the step"),
     FactSpec("checkpoint.longest_ms", "ms", "the longest single torch.save"),
@@ -122,6 +124,7 @@ def checkpoints(view: TraceView) -> dict[str, Any]:
     step = step_ms(view)
     out: dict[str, Any] = {
         "checkpoint.saves_per_step": round(len(saves) / steps, 3),
+        "checkpoint.steps_with_save": len(set(view.host["step"].to_numpy()[saves].tolist()) - {-1}),
         "checkpoint.ms": round(total_ms, 3),
         "checkpoint.share": round(total_ms / step, 4) if step else None,
         "checkpoint.longest_ms": round(float(dur.max()) / NS_PER_MS, 3),
