@@ -124,6 +124,8 @@ def test_anomaly_facts_count_the_graph(runs: dict) -> None:
 def test_restart_and_checkpoint_facts(runs: dict) -> None:
     restarts = runs["DL002", "slow"].facts
     assert restarts["dataloader.worker_starts_per_step"] > 0 and restarts["host.dataloader_workers"] == 2
+    # four batches an epoch: one restart or two in the five recorded steps, each costing what the steps show
+    assert restarts["dataloader.worker_start_steps"] in (1, 2) and restarts["dataloader.worker_start_each_ms"] > 0
     assert "dataloader.worker_starts_per_step" not in runs["DL002", "fixed"].facts
     saves = runs["HOST003", "slow"].facts
     assert saves["checkpoint.saves_per_step"] == 1 and saves["checkpoint.longest_ms"] > 0

@@ -36,6 +36,9 @@ RESTART_FACTS = (
     FactSpec("dataloader.worker_start_ms", "ms", "time per step the restarts cost: how much longer the steps with one "
                                                  "take than the median step without"),
     FactSpec("dataloader.worker_start_share", "fraction", "worker_start_ms as a share of the step"),
+    FactSpec("dataloader.worker_start_steps", "count", "analysed steps that hold a restart: with one, the window "
+             "shows what a restart costs but not how often (an epoch's length)"),
+    FactSpec("dataloader.worker_start_each_ms", "ms", "what one restart cost (worker_start_ms over the restarts)"),
     FactSpec("dataloader.worker_start_site", "text", "the user's line that starts the DataLoader's iteration"),
 )
 
@@ -76,6 +79,8 @@ def worker_restarts(view: TraceView) -> dict[str, Any]:
         "dataloader.worker_starts_per_step": round(len(starts) / steps, 3),
         "dataloader.worker_start_ms": round(cost_ms, 3),
         "dataloader.worker_start_share": round(cost_ms / step, 4) if step else None,
+        "dataloader.worker_start_steps": len(set(view.host["step"].to_numpy()[starts].tolist()) - {-1}),
+        "dataloader.worker_start_each_ms": round(cost / len(starts) / NS_PER_MS, 3),
     }
     where = _site(view, starts)
     if where:
