@@ -12,14 +12,19 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from advisor.analyze.framework.evaluation_steps import MIN_KEPT, find_evaluation_steps
+from advisor.analyze.evaluation_steps import MIN_KEPT, find_evaluation_steps
 from advisor.analyze.framework.step_split import step_split
 from advisor.analyze.framework.view import TraceView
+from advisor.analyze.registry import run_analyzers
+from advisor.analyze.system.view import SystemView
 from advisor.load.kineto import load_kineto
+from advisor.load.nsys_sqlite import NsysTrace
 from advisor.naming import PHASE_NAMES
 from advisor.report.model import evaluation_note, loop_note
+from test_system_analyzers import _two_steps
 
 STEP = 10_000  # ns, hand-made steps
 
@@ -167,3 +172,33 @@ def test_a_window_without_evaluation_says_nothing(tmp_path: Path) -> None:
     facts = step_split(_trace(tmp_path, evaluation_at=-1))
     assert facts["steps.count"] == 5 and "steps.evaluation" not in facts
     assert evaluation_note(facts) is None and loop_note(facts) is None
+
+
+# --- the system stage: the same ranges as NVTX ----------------------------------------------------------
+
+def test_the_system_stage_leaves_the_evaluation_step_out_in_one_unbroken_run() -> None:
+    ms = 1_000_000
+    nvtx = []
+    for n in range(5):  # 10 ms steps; step 1 also validates on three batches, 20 ms more
+        t, dur = (n * 10 + (20 if n > 1 else 0)) * ms, (30 if n == 1 else 10) * ms
+        nvtx.append(dict(start=t, end=t + dur, name=f"ProfilerStep#{n}"))
+        at = t
+        if n == 1:
+            for _ in range(3):
+                nvtx += [dict(start=at, end=at + 3 * ms, name=PHASE_NAMES["dataloader"]),
+                         dict(start=at + 3 * ms, end=at + 6 * ms, name=PHASE_NAMES["forward"])]
+                at += 20 * ms // 3
+        nvtx += [dict(start=at, end=at + ms, name=PHASE_NAMES["dataloader"]),
+                 dict(start=at + ms, end=at + 4 * ms, name=PHASE_NAMES["forward"]),
+                 dict(start=at + 4 * ms, end=at + 8 * ms, name=PHASE_NAMES["backward"]),
+                 dict(start=at + 8 * ms, end=at + 9 * ms, name=PHASE_NAMES["optimizer"])]
+    frame = pd.DataFrame([{**r, "pid": 100, "tid": 100, "domain": "", "kind": "range"} for r in nvtx])
+    frame["dur"] = frame["end"] - frame["start"]
+    # the tables' columns of test_system_analyzers' capture, emptied: a capture of NVTX ranges alone
+    tables = {name: table.iloc[0:0] for name, table in _two_steps().tables.items()} | {"nvtx": frame}
+    view = SystemView(NsysTrace(Path("made-up.sqlite"), tables, set(tables), {"product_version": "test"}))
+    assert view.steps["step"].tolist() == [2, 3, 4]  # one span: step 0, before the evaluation step, goes too
+    facts = run_analyzers(view, "system").values()
+    assert facts["system.steps.count"] == 3 and facts["system.steps.time_ms"] == pytest.approx(10.0)
+    assert facts["system.steps.source"] == ("ProfilerStep NVTX ranges #2 to #4 (2 left out: step 1 also ran an "
+                                            "evaluation pass)")

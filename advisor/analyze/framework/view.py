@@ -8,7 +8,7 @@ and derives, once and lazily, what several analyzers need:
     are the ``ProfilerStep#N`` ranges on the main thread, less those the
     collector marked as cut short (``advisor::partial_step``: the script
     raised, exited or was stopped inside them) and those left out for an
-    evaluation pass run inside them (:mod:`.evaluation_steps`); a trace
+    evaluation pass run inside them (:mod:`advisor.analyze.evaluation_steps`); a trace
     without complete steps is analysed as one window over all its host events.
 ``host``
     Host events (cpu_op, user_annotation, python_function, cuda_runtime,
@@ -44,7 +44,7 @@ import pandas as pd
 
 from advisor.analyze import intervals
 from advisor.analyze.framework import event_names as by_name, gpu_links, phases
-from advisor.analyze.framework.evaluation_steps import EvaluationSteps, find_evaluation_steps
+from advisor.analyze.evaluation_steps import EvaluationSteps, find_evaluation_steps
 from advisor.analyze.framework.source_labels import (is_user_frame, parse_module_name, parse_python_frame,
                                                      parse_source_label, python_frame_kind)
 from advisor.load.kineto import KinetoTrace

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.analyze import intervals
+from advisor.analyze.evaluation_steps import EvaluationSteps, find_evaluation_steps
 from advisor.load.nsys_sqlite import NsysTrace
 from advisor.naming import CAPTURE_RANGE, LABEL_PREFIX, OTHER_PHASE, PHASE_NAMES, PHASE_ORDER, STEP_PREFIX
 
@@ -90,15 +91,32 @@ class SystemView:
 
     # steps and the window ---------------------------------------------------------
     @cached_property
-    def steps(self) -> pd.DataFrame:
-        """``step, start, end, dur`` of each ProfilerStep range on the main thread."""
+    def evaluation_steps(self) -> tuple[pd.DataFrame, EvaluationSteps]:
+        """Every ProfilerStep range on the main thread (``step, start, end, dur``), and which of them also ran
+        an evaluation pass (:mod:`advisor.analyze.evaluation_steps`)."""
         ranges = self.main_ranges()
         steps = ranges[ranges["name"].str.match(rf"^{STEP_PREFIX}\d+$")]
         out = pd.DataFrame({
             "step": steps["name"].str.slice(len(STEP_PREFIX)).astype("int64"),
             "start": steps["start"], "end": steps["end"], "dur": steps["dur"],
         })
-        return out[out["dur"] > 0].sort_values("start").reset_index(drop=True)
+        out = out[out["dur"] > 0].sort_values("start").reset_index(drop=True)
+
+        def spans(phase: str) -> tuple[np.ndarray, np.ndarray]:
+            rows = ranges[ranges["name"] == PHASE_NAMES[phase]]
+            return rows["start"].to_numpy("int64"), rows["end"].to_numpy("int64")
+
+        # one unbroken run of steps: the GPU figures here are taken over the window's span
+        found = find_evaluation_steps(out["start"].to_numpy("int64"), out["end"].to_numpy("int64"),
+                                      spans("forward"), spans("backward"), spans("dataloader")[0])
+        return out, found
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """``step, start, end, dur`` of each analysed ProfilerStep range on the main thread: all of them, less
+        those left out for an evaluation pass run inside them."""
+        out, found = self.evaluation_steps
+        return out[found.kept].reset_index(drop=True)
 
     @property
     def profiler_steps_present(self) -> bool:
@@ -124,7 +142,16 @@ class SystemView:
     @property
     def window_source(self) -> str:
         if self.profiler_steps_present:
-            return "ProfilerStep NVTX ranges"
+            complete, found = self.evaluation_steps
+            if not found.found:
+                return "ProfilerStep NVTX ranges"
+            numbers = complete["step"].to_numpy()[found.evaluation]
+            which = ("steps " if len(numbers) > 1 else "step ") + ", ".join(str(n) for n in numbers)
+            if not found.left_out:
+                return f"ProfilerStep NVTX ranges ({which} also ran an evaluation pass, counted in)"
+            kept = self.steps["step"]
+            return (f"ProfilerStep NVTX ranges #{kept.iloc[0]} to #{kept.iloc[-1]} ({found.left_out} left out: "
+                    f"{which} also ran an evaluation pass)")
         ranges = self.main_ranges()
         if (ranges["name"] == CAPTURE_RANGE).any():
             return f"the {CAPTURE_RANGE} NVTX range"

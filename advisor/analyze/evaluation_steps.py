@@ -21,7 +21,10 @@ figures and the cross-rank ones need: a regular step on the far side of an evalu
 it. A trace of one process on the CPU keeps every other step, as each host figure is taken step by step.
 With fewer than :data:`MIN_KEPT` steps left nothing is left out, and the evaluation steps are only said.
 
-Traces recorded without the collector's labels have no forward ranges to count: nothing is found there.
+Both stages use it: the framework stage on the collector's ranges in the Kineto trace, the system stage on
+the same ranges as NVTX in the Nsight Systems export (always one unbroken run there: its figures are taken
+over the window's span). Traces recorded without the collector's labels have no forward ranges to count:
+nothing is found there.
 """
 
 from __future__ import annotations
