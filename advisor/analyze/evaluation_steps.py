@@ -65,15 +65,8 @@ class EvaluationSteps:
 
 def _per_step(ts: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """How many of the times ``ts`` fall in each step [start, end)."""
-    idx = np.searchsorted(starts, ts, side="right") - 1
-    inside = (idx >= 0) & (ts < ends[np.maximum(idx, 0)])
-    return np.bincount(idx[inside], minlength=len(starts))
-
-
-def _inside(ts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Whether each time lies inside one of the sorted, non-overlapping ranges [lo, hi)."""
-    idx = np.searchsorted(lo, ts, side="right") - 1
-    return (idx >= 0) & (ts < hi[np.maximum(idx, 0)])
+    idx = intervals.containing(starts, ends, ts)
+    return np.bincount(idx[idx >= 0], minlength=len(starts))
 
 
 def _longest_run(mask: np.ndarray) -> tuple[int, int]:
@@ -107,13 +100,13 @@ def find_evaluation_steps(starts: np.ndarray, ends: np.ndarray, forwards: tuple[
         return nothing  # too few steps to tell one from the others, no labels, or not a training loop
     order = np.argsort(forwards[0], kind="stable")
     fwd_ts, fwd_end = forwards[0][order], forwards[1][order]
-    outer = ~_inside(fwd_ts, *intervals.union(bwd_ts, bwd_end))  # a forward recomputed in backward is backward's
+    outer = intervals.containing(*intervals.union(bwd_ts, bwd_end), fwd_ts) < 0  # recomputed in backward: backward's
     fwd_ts, fwd_end = fwd_ts[outer], fwd_end[outer]
     following = np.append(fwd_ts[1:], np.iinfo("int64").max)
     backward_after = np.searchsorted(bwd_ts, following, side="left") - np.searchsorted(bwd_ts, fwd_end, side="left")
     only = _per_step(fwd_ts[backward_after == 0], starts, ends)
     more_calls = only > np.median(only)
-    fetched = _per_step(np.sort(fetches), starts, ends)
+    fetched = _per_step(fetches, starts, ends)
     typical_fetches = np.median(fetched[~more_calls]) if (~more_calls).any() else 0
     evaluation = more_calls & (fetched > typical_fetches)
     if not evaluation.any():

@@ -164,11 +164,19 @@ def intersect(s1: np.ndarray, e1: np.ndarray, s2: np.ndarray, e2: np.ndarray) ->
     return union(starts[keep], ends[keep])
 
 
+def containing(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For sorted, disjoint intervals [start, end): the index of the one containing each t, or -1."""
+    t = np.asarray(t)
+    if len(starts) == 0:
+        return np.full(len(t), -1, "int64")
+    k = np.searchsorted(starts, t, side="right") - 1
+    return np.where((k >= 0) & (t < ends[np.maximum(k, 0)]), k, -1)
+
+
 def _end_of_containing(s: np.ndarray, e: np.ndarray, t: np.ndarray) -> np.ndarray:
     """End of the interval containing each t, or t itself when none does."""
-    k = np.searchsorted(s, t, side="right") - 1
-    ok = (k >= 0) & (t < e[np.maximum(k, 0)])
-    return np.where(ok, e[np.maximum(k, 0)], t)
+    k = containing(s, e, t)
+    return np.where(k >= 0, e[np.maximum(k, 0)], t)
 
 
 def complement(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

@@ -58,6 +58,11 @@ def _ranges(view: TraceView, name: str) -> np.ndarray:
     return np.flatnonzero(((host["step"] >= 0) & (host["name"] == name)).to_numpy())
 
 
+def _steps_holding(view: TraceView, rows: np.ndarray) -> int:
+    """How many analysed steps hold one of ``rows`` (host rows inside the steps, as :func:`_ranges` gives)."""
+    return len(np.unique(view.host["step"].to_numpy()[rows]))
+
+
 def _site(view: TraceView, rows: np.ndarray) -> str | None:
     where = call_site_of_rows(view, rows)
     return site(*where) if where else None
@@ -79,7 +84,7 @@ def worker_restarts(view: TraceView) -> dict[str, Any]:
         "dataloader.worker_starts_per_step": round(len(starts) / steps, 3),
         "dataloader.worker_start_ms": round(cost_ms, 3),
         "dataloader.worker_start_share": round(cost_ms / step, 4) if step else None,
-        "dataloader.worker_start_steps": len(set(view.host["step"].to_numpy()[starts].tolist()) - {-1}),
+        "dataloader.worker_start_steps": _steps_holding(view, starts),
         "dataloader.worker_start_each_ms": round(cost / len(starts) / NS_PER_MS, 3),
     }
     where = _site(view, starts)
@@ -129,7 +134,7 @@ def checkpoints(view: TraceView) -> dict[str, Any]:
     step = step_ms(view)
     out: dict[str, Any] = {
         "checkpoint.saves_per_step": round(len(saves) / steps, 3),
-        "checkpoint.steps_with_save": len(set(view.host["step"].to_numpy()[saves].tolist()) - {-1}),
+        "checkpoint.steps_with_save": _steps_holding(view, saves),
         "checkpoint.ms": round(total_ms, 3),
         "checkpoint.share": round(total_ms / step, 4) if step else None,
         "checkpoint.longest_ms": round(float(dur.max()) / NS_PER_MS, 3),

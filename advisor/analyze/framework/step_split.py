@@ -25,7 +25,8 @@ PROVIDES = (
     FactSpec("steps.count", "count", "number of analysed steps (complete ProfilerStep ranges)"),
     FactSpec("steps.incomplete", "count", "steps left out because the script raised, exited or was stopped inside them"),
     FactSpec("steps.evaluation", "count", "recorded training steps that also ran an evaluation pass: more "
-             "forward-only model calls than the median step (advisor.analyze.evaluation_steps)"),
+             "forward-only model calls than the median step and more DataLoader fetches than the other steps "
+             "(advisor.analyze.evaluation_steps)"),
     FactSpec("steps.evaluation_steps", "text", "their step numbers"),
     FactSpec("steps.evaluation_left_out", "count", "recorded steps left out of every figure for it: the evaluation "
              "steps and, on a trace with GPU work or other ranks (which keeps the analysed steps one unbroken run), "

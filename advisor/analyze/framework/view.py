@@ -43,8 +43,8 @@ import numpy as np
 import pandas as pd
 
 from advisor.analyze import intervals
-from advisor.analyze.framework import event_names as by_name, gpu_links, phases
 from advisor.analyze.evaluation_steps import EvaluationSteps, find_evaluation_steps
+from advisor.analyze.framework import event_names as by_name, gpu_links, phases
 from advisor.analyze.framework.source_labels import (is_user_frame, parse_module_name, parse_python_frame,
                                                      parse_source_label, python_frame_kind)
 from advisor.load.kineto import KinetoTrace
@@ -270,10 +270,7 @@ class TraceView:
 
     def step_of(self, ts: np.ndarray) -> np.ndarray:
         """Index into ``steps`` of the step containing each timestamp, or -1."""
-        st = self.steps
-        idx = np.searchsorted(st["start"].to_numpy(), ts, side="right") - 1
-        ok = (idx >= 0) & (ts < st["end"].to_numpy()[np.maximum(idx, 0)])
-        return np.where(ok, idx, -1)
+        return intervals.containing(self.steps["start"].to_numpy(), self.steps["end"].to_numpy(), ts)
 
     # host events -----------------------------------------------------------------
     @cached_property
