@@ -127,14 +127,35 @@ def run(args: Sequence[str] | None = None) -> int:
     An advisor error is one line on stderr (``--debug``: its traceback). Ctrl-C
     during a run is handled where the run knows what it kept (an
     :class:`~advisor.errors.Interrupted` naming it); anywhere else it is the
-    line ``advisor: interrupted`` and exit code 130.
+    line ``advisor: interrupted`` and exit code 130, also where Python dropped
+    the interrupt (see :mod:`advisor.salvage`) and the command went on.
     """
+    dropped: list[BaseException] = []
+    hook_before = sys.unraisablehook
+
+    def unraisable(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            dropped.append(unraisable.exc_value)
+        else:
+            hook_before(unraisable)
+
+    sys.unraisablehook = unraisable
+    try:
+        return _run(args, dropped)
+    finally:
+        sys.unraisablehook = hook_before
+
+
+def _run(args: Sequence[str] | None, dropped: list[BaseException]) -> int:
     try:
         app(args=None if args is None else list(args), prog_name="advisor")
     except SystemExit as exc:
         if exc.code == EXIT_INTERRUPTED and _from_ctrl_c(exc):
             # Typer turns a KeyboardInterrupt it sees into a silent exit 130; say it.
             say(err, "advisor: interrupted")
+        elif exc.code in (0, None) and dropped:
+            say(err, "advisor: interrupted")
+            return EXIT_INTERRUPTED
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Interrupted as exc:  # Ctrl-C is no error: the line says what was kept
         say(err, f"advisor: {exc}", "yellow")
@@ -145,6 +166,9 @@ def run(args: Sequence[str] | None = None) -> int:
         say(err, f"advisor: error: {exc}", "red")
         return exc.exit_code
     except KeyboardInterrupt:
+        say(err, "advisor: interrupted")
+        return EXIT_INTERRUPTED
+    if dropped:
         say(err, "advisor: interrupted")
         return EXIT_INTERRUPTED
     return 0

@@ -170,3 +170,70 @@ def test_an_import_that_fails_after_ctrl_c_ends_the_child_quietly(tmp_path: Path
         assert proc.returncode == 130 and proc.stderr == "" and "the script ran" not in proc.stdout, proc.stderr
     else:
         assert proc.returncode == 1 and "ImportError: cannot load module" in proc.stderr
+
+
+def test_ctrl_c_that_python_drops_still_stops_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """CI once saw the interrupt land in the import machinery's lock clean-up, a weakref callback, as the report's
+    modules were imported: Python printed "Exception ignored in ..." and the run exited 0. Such a dropped
+    interrupt stops the run as one that landed would have: the same line, the same report."""
+    import weakref
+
+    import advisor.runs
+    from advisor.errors import Interrupted
+
+    real_render = advisor.runs.render_reports
+
+    def render_with_a_dropped_interrupt(run):  # noqa: ANN001, ANN202
+        def callback(ref: object) -> None:
+            raise KeyboardInterrupt  # what the signal handler raises when SIGINT comes during the callback
+
+        class Referent:
+            pass
+
+        referent = Referent()
+        ref = weakref.ref(referent, callback)
+        del referent  # the callback runs now; Python hands what it raised to sys.unraisablehook
+        assert ref() is None
+        return real_render(run)
+
+    monkeypatch.setattr(advisor.runs, "render_reports", render_with_a_dropped_interrupt)
+    out = tmp_path / "run"
+    trace = fixture_path("kineto", "v100_resnet_single_rank.pt.trace.json.gz")
+    hook_before = sys.unraisablehook
+    with pytest.raises(Interrupted) as stopped:
+        advisor.runs.analyze_files([trace], out=out)
+    assert str(stopped.value) == f"interrupted while writing the report; kept in {out}: the findings, report.html"
+    assert "Exception ignored" not in capsys.readouterr().err
+    assert "advisor was interrupted (Ctrl-C) while writing the report" in (out / "report.md").read_text()
+    assert sys.unraisablehook is hook_before  # put back as it was
+
+
+def test_ctrl_c_that_python_drops_outside_a_run_is_exit_130(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The same before a run directory is made (or in a command with none): the command's own exit 0 becomes
+    ``advisor: interrupted`` and 130, not "Exception ignored in ..." and success."""
+    import importlib
+    import weakref
+
+    cli = importlib.import_module("advisor.cli.app")  # the module: the package's `app` is the Typer object
+
+    def command(args, prog_name):  # noqa: ANN001, ANN202
+        def callback(ref: object) -> None:
+            raise KeyboardInterrupt
+
+        class Referent:
+            pass
+
+        referent = Referent()
+        ref = weakref.ref(referent, callback)
+        del referent
+        assert ref() is None
+        raise SystemExit(0)  # typer's end of a command that went on to finish
+
+    monkeypatch.setattr(cli, "app", command)
+    hook_before = sys.unraisablehook
+    assert cli.run(["rules", "list"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "advisor: interrupted" and "Exception ignored" not in err
+    assert sys.unraisablehook is hook_before
