@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -123,3 +125,21 @@ def test_a_row_within_one_standard_error_of_the_tolerance_gets_more_pairs_either
     assert CALIBRATE.summarise(row, inside)["noise"] <= 0.15
     assert not CALIBRATE.needs_more(row, inside, 0.15, 12)
     assert not CALIBRATE.needs_more(row, near_fail, 0.15, 3)  # the most still bounds it
+
+
+def test_a_pair_whose_fix_gained_nothing_counts_as_an_overestimate() -> None:
+    """Estimate 2.5 ms; gains 5, 4, 3.3, 3.1 and two that came out below zero (the fixed run was slower). As
+    (estimate - measured) / measured those two read -225% and -350%, the most *under*estimated, and took the
+    median to -44%; they overestimated, and ranked with their gains the median is the error at the median gain."""
+    row = {"example": "x.py", "rule": "OPT002", "judge": "recorded", "pairs": 0}
+    gains = (5.0, 4.0, 3.3, 3.1, -2.0, -1.0)
+    pairs = [{**_pair(g, g), "estimate_ms": 2.5} for g in gains]
+    summary = CALIBRATE.summarise(row, pairs)
+    assert summary["error"] == pytest.approx(((2.5 / 3.3 - 1) + (2.5 / 3.1 - 1)) / 2)  # the 3rd and 4th gains
+    assert summary["error"] == pytest.approx(2.5 / statistics.median(gains) - 1, abs=0.02)
+    assert summary["noise"] is not None and summary["noise"] < 1
+    assert CALIBRATE._error(2.5, 0.0) == math.inf and CALIBRATE._error(None, -1.0) is None
+    most_lost = [{**_pair(g, g), "estimate_ms": 2.5} for g in (-1.0, -2.0, 0.0, 3.0)]
+    assert CALIBRATE.summarise(row, most_lost)["error"] == math.inf
+    assert CALIBRATE.summarise(row, most_lost)["result"] == "FAIL"
+    assert CALIBRATE.summarise(row, most_lost)["noise"] is None
