@@ -57,6 +57,8 @@ of recording them (OPT001's fused step removes the for-loop's per-parameter
 calls; CPU004's builtin GELU removes the hand-written one's operators), or
 one whose slow version hides the profiler's cost in waits that its fix
 removes (DIST002's ranks wait for each other's all-reduce).
+``--pool A.json B.json ...`` runs nothing: it judges each row over the pairs of several
+earlier runs of the same code together.
 Not part of the test suite: it takes minutes, and
 figures taken on a busy machine are noisy (it prints the load average).
 """
@@ -317,6 +319,49 @@ def print_table(results: list[dict[str, Any]]) -> None:
           f"+-{TOLERANCE:.0%} the machine, not the estimate, decides the row; give the row more pairs)")
 
 
+def pool_runs(files: list[Path]) -> list[dict[str, Any]]:
+    """Each row judged over the pairs of several runs' ``--json`` files, in the order the rows first appear.
+
+    One run of twelve pairs leaves a noisy row (OPT002, CPU004 on this machine) decided by how the machine moved;
+    the same estimates over four runs' pairs are decided by the estimates. Prints each file's own result and
+    its commit, and says where the files come from different commits (their estimates may differ)."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    commits = set()
+    for path in files:
+        try:
+            data = json.loads(path.read_text())
+            results = data["results"]
+            # judged again as this code judges: a file written before a change of judging reads the same as a new one
+            passed = sum(summarise({**r, "pairs": 0}, r["pairs"])["result"] == "PASS" for r in results)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise SystemExit(f"{path}: not the --json output of a calibration run ({exc})") from None
+        commit = data.get("commit") or "commit not recorded"
+        commits.add(commit)
+        print(f"{path}: {passed} of {len(results)} rows pass on their own ({commit[:12] if data.get('commit') else commit}, "
+              f"load average {data.get('load_before', '?')} before)")
+        for r in results:
+            row = rows.setdefault((r["example"], r["rule"]), {"example": r["example"], "rule": r["rule"],
+                                                              "judge": r.get("judge", "recorded"), "pairs": []})
+            if row["judge"] != r.get("judge", "recorded"):
+                raise SystemExit(f"{path}: {r['example']} ({r['rule']}) is judged {r.get('judge', 'recorded')}, "
+                                 f"and {row['judge']} in the files before it: pool runs of the same table")
+            row["pairs"].extend(r["pairs"])
+    if len(commits) > 1 or "commit not recorded" in commits:
+        print("note: the files do not all name the same commit: pool runs whose estimates are the same")
+    return [summarise({**row, "pairs": 0}, row["pairs"]) for row in rows.values()]
+
+
+def _commit() -> str | None:
+    """The checkout's commit, with ``+changes`` where its files differ from it; None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=HERE,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", metavar="EXAMPLE", help="only this example (repeatable)")
@@ -340,8 +385,17 @@ def main() -> None:
     parser.add_argument("--table", type=Path, default=TABLE,
                         help="the calibration table (default examples/calibration.yaml)")
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--pool", type=Path, nargs="+", metavar="JSON",
+                        help="run nothing: judge each row over the pairs of these earlier runs' --json files "
+                             "together (runs of the same estimates: a row's noise falls with the pairs pooled)")
     parser.add_argument("--out", type=Path, help="folder for the runs (default bench/out/calibrate-<time>)")
     args = parser.parse_args()
+    if args.pool:
+        pooled = pool_runs(args.pool)
+        print_table(pooled)
+        if args.json:
+            args.json.write_text(json.dumps({"pooled": [str(f) for f in args.pool], "results": pooled}, indent=1))
+        sys.exit(0 if all(r["result"] == "PASS" for r in pooled) else 1)
     threads = str(args.threads) if args.threads else os.environ.get("OMP_NUM_THREADS")
     if args.threads:
         os.environ["OMP_NUM_THREADS"] = threads  # every run's environment is this one's
@@ -375,7 +429,8 @@ def main() -> None:
     after = load_average()
     print(f"\nload average after: {after}")
     if args.json:
-        args.json.write_text(json.dumps({"load_before": before, "load_after": after, "cpus": os.cpu_count(),
+        args.json.write_text(json.dumps({"commit": _commit(), "load_before": before, "load_after": after,
+                                         "cpus": os.cpu_count(),
                                          "repeat": args.repeat, "noise": args.noise, "max_pairs": args.max_pairs,
                                          "threads": threads, "prefault_gib": args.prefault_gib,
                                          "results": results}, indent=1))

@@ -143,3 +143,28 @@ def test_a_pair_whose_fix_gained_nothing_counts_as_an_overestimate() -> None:
     assert CALIBRATE.summarise(row, most_lost)["error"] == math.inf
     assert CALIBRATE.summarise(row, most_lost)["result"] == "FAIL"
     assert CALIBRATE.summarise(row, most_lost)["noise"] is None
+
+
+def test_pooled_runs_judge_each_row_over_all_their_pairs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs of one noisy row, each failing on its own (+60%, -50%), pass pooled: the estimate sat between."""
+    row = {"example": "x.py", "rule": "OPT002", "judge": "recorded", "pairs": 0}
+    over = [{**_pair(g, g), "estimate_ms": 2.5} for g in (1.5, 1.6, 1.4)]
+    under = [{**_pair(g, g), "estimate_ms": 2.5} for g in (5.0, 4.9, 5.2)]
+    files = []
+    for name, pairs in (("a.json", over), ("b.json", under)):
+        files.append(tmp_path / name)
+        files[-1].write_text(json.dumps({"commit": "abc", "results": [CALIBRATE.summarise(row, pairs)]}))
+    assert [CALIBRATE.summarise(row, p)["result"] for p in (over, under)] == ["FAIL", "FAIL"]
+    pooled = CALIBRATE.pool_runs(files)
+    assert len(pooled) == 1 and len(pooled[0]["pairs"]) == 6
+    assert pooled[0]["error"] == CALIBRATE.summarise(row, over + under)["error"]
+    assert pooled[0]["result"] == "PASS"
+    out = capsys.readouterr().out
+    assert f"{files[0]}: 0 of 1 rows pass on their own (abc" in out and "note:" not in out
+
+    files[1].write_text(json.dumps({"results": [{**CALIBRATE.summarise(row, under), "judge": "bare"}]}))
+    with pytest.raises(SystemExit, match=r"b\.json: x\.py \(OPT002\) is judged bare, and recorded"):
+        CALIBRATE.pool_runs(files)
+    files[1].write_text("{}")
+    with pytest.raises(SystemExit, match=r"b\.json: not the --json output of a calibration run"):
+        CALIBRATE.pool_runs(files)
