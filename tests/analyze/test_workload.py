@@ -68,7 +68,23 @@ def test_a_closure_is_forward_and_backward_not_optimizer(tmp_path: Path, labels:
     assert f["phases.optimizer.ms"] == pytest.approx(expected_optimizer)
     assert f["workload.kind"] == "training"
     assert f["optimizer.closure"] is True
-    assert f["optimizer.closure_ms"] == pytest.approx(0.720 if labels else 0.660)
+    assert f["optimizer.closure_ms"] == pytest.approx(0.660)  # the forward and backward inside it
+
+
+def test_a_closure_that_does_nothing_is_no_closure_loop(tmp_path: Path) -> None:
+    """Lightning's manual optimization: training_step runs forward and backward, then optimizer.step() with a
+    closure that does nothing. The report must not say that forward and backward ran inside the step."""
+    events = []
+    for s in (0, 1000, 2000):
+        events += [_x("user_annotation", f"ProfilerStep#{s // 1000}", s, 1000),
+                   _x("user_annotation", PHASE_NAMES["forward"], s + 10, 300), _op("aten::addmm", s + 20, 280, seq=1),
+                   _x("user_annotation", PHASE_NAMES["backward"], s + 400, 300), _op("aten::mm", s + 410, 280),
+                   _x("user_annotation", PHASE_NAMES["optimizer"], s + 750, 10),
+                   _x("user_annotation", CLOSURE, s + 760, 5),
+                   _x("user_annotation", PHASE_NAMES["optimizer"], s + 765, 200), _op("aten::add_", s + 770, 180)]
+    f = run_analyzers(_view(tmp_path, events)).values()
+    assert (f["optimizer.closure"], f["optimizer.closure_ms"]) == (False, 0.0)
+    assert f["phases.forward.ms"] == pytest.approx(0.300) and f["phases.backward.ms"] == pytest.approx(0.300)
 
 
 def test_a_plain_training_loop_has_no_closure(tmp_path: Path) -> None:

@@ -66,6 +66,8 @@ VARIANTS = {
     # validating on four batches every four training batches: five recorded steps hold one or two validations
     "lightning_validate": ("lightning_fit", ("--max-steps", "20", "--val-every", "4"),
                            ("--wait", "2", "--warmup", "1", "--active", "5")),
+    # manual optimization: forward and backward in training_step, before optimizer.step(closure that does nothing)
+    "lightning_manual": ("lightning_fit", ("--max-steps", "20", "--manual"), SCHEDULE),
 }
 
 
@@ -170,7 +172,7 @@ def test_a_validation_pass_in_the_window_is_left_out(diagnosed: Callable[[str], 
 
 # training: forward and backward outside optimizer.step() --------------------------------------------
 
-@pytest.mark.parametrize("script", ["hf_trainer", "accelerate_loop"])
+@pytest.mark.parametrize("script", ["hf_trainer", "accelerate_loop", "lightning_manual"])
 def test_framework_loops_split_correctly(diagnosed: Callable[[str], RunOutput], script: str) -> None:
     run = diagnosed(script)
     facts = run.facts
@@ -180,11 +182,14 @@ def test_framework_loops_split_correctly(diagnosed: Callable[[str], RunOutput], 
     assert facts["phases.forward.ms"] > 0 and facts["phases.forward.share"] >= 0.15, split
     assert facts["phases.backward.ms"] > 0 and facts["phases.backward.share"] >= 0.2, split
     assert facts["phases.optimizer.share"] <= 0.2, split
-    assert facts.get("optimizer.closure") is False  # optimizer.step() is called without one
+    # optimizer.step() is called without a closure, or (Lightning's manual optimization) one that does nothing:
+    # the report must not say that forward and backward ran inside it
+    assert facts.get("optimizer.closure") is False
+    assert "a closure" not in (run.path / "report.md").read_text()
     assert facts.get("workload.kind") == "training"
 
 
-@pytest.mark.parametrize("script", ["hf_trainer", "accelerate_loop"])
+@pytest.mark.parametrize("script", ["hf_trainer", "accelerate_loop", "lightning_manual"])
 def test_framework_loops_raise_no_false_alarm(diagnosed: Callable[[str], RunOutput], script: str) -> None:
     run = diagnosed(script)
     assert "OPT001" not in _rule_ids(run), _split(run.facts)

@@ -56,7 +56,8 @@ PROVIDES = (
              "process before the warm-up and before the collector's labels"),
     FactSpec("optimizer.closure", "bool", "forward and backward ran inside optimizer.step() (a closure: LBFGS, "
              "Lightning's automatic optimization); they count as forward and backward"),
-    FactSpec("optimizer.closure_ms", "ms", "time per step inside closures run by optimizer.step()"),
+    FactSpec("optimizer.closure_ms", "ms", "forward and backward time per step inside closures run by "
+                                           "optimizer.step()"),
 )
 
 _EMPTY = (np.empty(0, "int64"), np.empty(0, "int64"))
@@ -72,16 +73,21 @@ def _kind(view: TraceView) -> str | None:
 
 
 def _closure_ns(view: TraceView) -> int:
-    """Nanoseconds inside closures within the analysed steps, from the collector's marks or the overlap."""
+    """Nanoseconds of forward and backward inside closures within the analysed steps, from the collector's marks or,
+    without them, inside the optimizer's ranges.
+
+    The forward and backward, not the closure: Lightning's manual optimization passes ``optimizer.step()`` a closure
+    that does nothing (the script ran forward and backward before it), which is no closure loop."""
     e = view.events
+    found = view.phase_intervals
+    nested = intervals.union(*(np.concatenate([found.get(p, _EMPTY)[i] for p in ("forward", "backward")])
+                               for i in (0, 1)))
     marks = ((e["cat"] == "user_annotation") & (e["name"] == CLOSURE)).to_numpy()
     if marks.any():
-        spans = intervals.union(e["ts"].to_numpy()[marks], e["end"].to_numpy()[marks])
+        closures = intervals.union(e["ts"].to_numpy()[marks], e["end"].to_numpy()[marks])
     else:
-        found = view.phase_intervals
-        nested = intervals.union(*(np.concatenate([found.get(p, _EMPTY)[i] for p in ("forward", "backward")])
-                                   for i in (0, 1)))
-        spans = intervals.intersect(*found.get("optimizer", _EMPTY), *nested)
+        closures = found.get("optimizer", _EMPTY)
+    spans = intervals.intersect(*closures, *nested)
     steps = view.steps  # step by step: the analysed steps may have left-out ones between them
     return intervals.covered(*intervals.intersect(*spans, steps["start"].to_numpy("int64"),
                                                   steps["end"].to_numpy("int64")))

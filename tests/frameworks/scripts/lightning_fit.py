@@ -8,7 +8,12 @@ both passes run inside the optimizer's step. With ``--val-every N`` it also
 validates on four batches every N training batches (``val_check_interval``),
 the validation loop running between two training steps.
 
-    python lightning_fit.py --max-steps 40 [--val-every 4]
+With ``--manual``, manual optimization as Lightning's docs show it (GANs, custom
+schedules): ``training_step`` runs ``zero_grad``, ``manual_backward`` and
+``optimizer.step()`` itself, and Lightning hands the step a closure that does
+nothing.
+
+    python lightning_fit.py --max-steps 40 [--val-every 4] [--manual]
 """
 
 import argparse
@@ -21,9 +26,10 @@ from torch.utils.data import DataLoader, TensorDataset
 
 
 class LitClassifier(L.LightningModule):
-    def __init__(self, classes: int = 10, lr: float = 1e-3) -> None:
+    def __init__(self, classes: int = 10, lr: float = 1e-3, manual: bool = False) -> None:
         super().__init__()
         self.save_hyperparameters()
+        self.automatic_optimization = not manual
         self.model = nn.Sequential(
             nn.Conv2d(1, 16, 3), nn.ReLU(),
             nn.Conv2d(16, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
@@ -38,7 +44,13 @@ class LitClassifier(L.LightningModule):
         x, y = batch
         loss = F.cross_entropy(self(x), y)
         self.log("train_loss", loss)
-        return loss
+        if self.automatic_optimization:
+            return loss
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        optimizer.step()
+        return None
 
     def validation_step(self, batch, batch_idx):
         x, y = batch
@@ -53,6 +65,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=40)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--val-every", type=int, default=0, help="validate every N training batches (0: never)")
+    parser.add_argument("--manual", action="store_true", help="manual optimization (automatic_optimization=False)")
     args = parser.parse_args()
 
     L.seed_everything(0, verbose=False)
@@ -69,7 +82,7 @@ def main() -> None:
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         val_check_interval=args.val_every or None, limit_val_batches=4 if args.val_every else None,
     )
-    trainer.fit(LitClassifier(), train_loader, **validation)
+    trainer.fit(LitClassifier(manual=args.manual), train_loader, **validation)
 
 
 if __name__ == "__main__":
