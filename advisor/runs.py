@@ -211,7 +211,7 @@ class _ScriptRun(StageHooks):
             environment=first.get("environment", {}), threads_at_capture=first.get("threads_at_capture"),
             host_costs=first.get("host_costs"), unprofiled_step_ms=first.get("unprofiled_step_ms") or [],
             heap=first.get("heap"),
-            dataloader_fetch=first.get("dataloader_fetch"),
+            dataloader_fetch=first.get("dataloader_fetch"), dataloader_handover=first.get("dataloader_handover"),
             timings={"total_s": result.wall_s, **first.get("timings", {})}, ranks=result.rank_summary(),
             traces=[self.run.relative(t) for t in result.traces], child_command=result.command,
         )

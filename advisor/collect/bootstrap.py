@@ -186,6 +186,8 @@ class Child:
             "host_costs": d.host_costs if d else None,
             # the DataLoader fetches timed while the labels were on: wall and CPU time (advisor.collect.labels)
             "dataloader_fetch": d.labels.fetch_times.as_json() if d and d.labels else None,
+            # what a worker's hand-over of such a batch costs, where the loop fetched in process
+            "dataloader_handover": d.dataloader_handover if d else None,
             # the steps after the window, timed without the profiler (see advisor.collect.steps)
             "unprofiled_step_ms": list(d.unprofiled_step_ms) if d else [],
             # page faults of those steps and of the recorded ones, and the heap headroom given to the window

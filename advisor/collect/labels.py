@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,13 +137,41 @@ class FetchTimes:
     fetches: int = 0
     wall_ns: int = 0
     cpu_ns: int = 0
+    #: the first timed batch: whether it was fetched in the training process (num_workers=0), and its tensors
+    #: and their bytes (what a worker would hand over for it: advisor.collect.worker_handover)
+    in_process: bool | None = None
+    tensors: int = 0
+    nbytes: int = 0
 
-    def as_json(self) -> dict[str, int | float] | None:
+    def note_batch(self, batch: Any, num_workers: Any) -> None:
+        """Remember the first batch's loader and tensors (later ones are left alone: a few microseconds each)."""
+        if self.in_process is not None:
+            return
+        self.in_process = num_workers == 0
+        for tensor in _tensors_in(batch):
+            self.tensors += 1
+            self.nbytes += tensor.numel() * tensor.element_size()
+
+    def as_json(self) -> dict[str, int | float | bool | None] | None:
         """For run.json (``dataloader_fetch``); None when no fetch was timed."""
         if not self.fetches:
             return None
         return {"fetches": self.fetches, "wall_ms": round(self.wall_ns / 1e6, 3),
-                "cpu_ms": round(self.cpu_ns / 1e6, 3)}
+                "cpu_ms": round(self.cpu_ns / 1e6, 3), "in_process": self.in_process, "tensors": self.tensors,
+                "bytes": self.nbytes}
+
+
+def _tensors_in(batch: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    """The tensors of a batch as default_collate builds them: in tuples, lists and mappings (a BatchEncoding
+    too), a few levels deep."""
+    if isinstance(batch, torch.Tensor):
+        yield batch
+    elif depth < 4 and isinstance(batch, (tuple, list)):
+        for item in batch:
+            yield from _tensors_in(item, depth + 1)
+    elif depth < 4 and isinstance(batch, Mapping):
+        for item in batch.values():
+            yield from _tensors_in(item, depth + 1)
 
 
 class PhaseLabels:
@@ -363,15 +391,17 @@ def patch_dataloader_next(on_next: Callable[[], None], labels_of: Callable[[], P
         rng.open()
         labels.current = "dataloader"
         wall, cpu = time.perf_counter_ns(), time.process_time_ns()
+        times = labels.fetch_times
         try:
-            return original(self)
+            batch = original(self)
         finally:
-            times = labels.fetch_times
             times.cpu_ns += time.process_time_ns() - cpu
             times.wall_ns += time.perf_counter_ns() - wall
             times.fetches += 1
             rng.close()
             labels.current = None
+        times.note_batch(batch, getattr(self, "_num_workers", None))
+        return batch
 
     _dl._BaseDataLoaderIter.__next__ = __next__
 

@@ -68,6 +68,7 @@ from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import thread_settings
 from advisor.collect.heap_headroom import Headroom, reserve as reserve_heap_headroom
 from advisor.collect.host_costs import measure_host_costs
+from advisor.collect.worker_handover import measure_worker_handover
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_grad_scaler
 from advisor.collect.source_marker import SourceMarker
 
@@ -109,6 +110,8 @@ class StepDriver:
         self.capture_threads: dict[str, Any] | None = None
         #: per-op host costs of this process, measured as the warm-up begins (advisor.collect.host_costs)
         self.host_costs: dict[str, float] | None = None
+        #: a worker's hand-over of a batch like the loop's, where it fetched in process (worker_handover)
+        self.dataloader_handover: dict[str, Any] | None = None
         #: what the backend recorded: "none", "partial" (the script ended inside the window) or "complete"
         self.recorded = "none"
         self._lead_optimizer: int | None = None
@@ -352,7 +355,15 @@ class StepDriver:
             self._stop_clock()
             self._instrument(False)
             self._release_headroom()
+            self._measure_handover()
             self.on_done()
+
+    def _measure_handover(self) -> None:
+        """What a DataLoader worker's hand-over of a batch would cost, where the loop fetched in process
+        (advisor.collect.worker_handover): after the steps timed without the profiler, which it would slow."""
+        times = self.labels.fetch_times
+        if self.cfg.mode == "kineto" and times.in_process and times.tensors:
+            self.dataloader_handover = measure_worker_handover(times.tensors, times.nbytes)
 
     def _release_headroom(self) -> None:
         """After the steps timed without the profiler, not before them: given back at the window's end, the

@@ -110,3 +110,32 @@ def test_with_workers_each_wait_shrinks_to_the_hand_over_of_a_ready_batch(tmp_pa
     assert facts["dataloader.ready_fetch_ms"] == pytest.approx(2.0)
     # of a mean wait of (30 + 2) / 2 ms, a ready batch's 2 ms stays
     assert facts["dataloader.remaining_ms"] == pytest.approx(2.0)  # one batch per step
+
+
+def test_the_hand_over_of_each_batch_from_a_worker_stays_with_the_training(tmp_path) -> None:
+    """The collector measured what taking a ready batch from a worker costs the training process (run.json
+    ``dataloader_handover``): one batch a step, 5 ms each, on 16 cores with one training thread."""
+    meta = {**_meta(16, 1), "dataloader_handover": {"ms": 5.0, "tensors": 2, "bytes": 33280, "batches": 20}}
+    facts = _facts(tmp_path, _trace(SINGLE), meta)
+    assert facts["dataloader.handover_ms"] == 5.0
+    assert facts["dataloader.remaining_ms"] == pytest.approx(5.0)  # without it: 0 (the test above)
+    # on 2 cores with 2 threads it lands in the CPU work spread over the cores
+    facts = _facts(tmp_path, _trace(SINGLE), {**_meta(2, 2), "dataloader_handover": meta["dataloader_handover"]})
+    assert facts["dataloader.remaining_ms"] == pytest.approx((2 * 40.0 + 5.0 + 60.0) / 2 - 40.0)
+
+
+def test_a_hand_over_dearer_than_the_fetch_leaves_more_than_the_wait(tmp_path) -> None:
+    """An in-memory dataset: a 1 ms fetch in process, a 2 ms hand-over from a worker. Workers would cost more
+    than they save: what is left is more than the wait, and DL001 has nothing to give back."""
+    meta = {**_meta(2, 1), "dataloader_handover": {"ms": 2.0}}
+    facts = _facts(tmp_path, _trace(SINGLE, (1000, 1000)), meta)
+    assert facts["dataloader.remaining_ms"] == pytest.approx(2.0)
+    assert facts["dataloader.remaining_ms"] > facts["dataloader.fetch_ms"]
+
+
+@pytest.mark.parametrize("probe", [None, {}, {"ms": None}, {"ms": "x"}, {"ms": True}, {"ms": -1.0}, {"ms": float("nan")},
+                                   [1.0]])
+def test_a_hand_over_probe_that_says_nothing_is_left_out(tmp_path, probe) -> None:
+    facts = _facts(tmp_path, _trace(SINGLE), {**_meta(16, 1), "dataloader_handover": probe})
+    assert "dataloader.handover_ms" not in facts
+    assert facts["dataloader.remaining_ms"] == pytest.approx(0.0)

@@ -29,6 +29,7 @@ cores, medians of two runs:
 from __future__ import annotations
 
 import importlib.util
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -168,6 +169,20 @@ def test_a_validation_pass_in_the_window_is_left_out(diagnosed: Callable[[str], 
     said = " ".join((run.path / "report.md").read_text().split())
     steps = f"Step{'s' if evaluations > 1 else ''} {facts['steps.evaluation_steps']}"
     assert f"{steps} also ran an evaluation pass (4 model calls with no backward" in said, said[:3000]
+
+
+def test_an_in_process_loader_has_a_workers_hand_over_measured(diagnosed: Callable[[str], RunOutput]) -> None:
+    """Lightning's loader fetches in the training process (num_workers=0): after the steps timed without the
+    profiler the collector times one real worker handing over batches like the loop's (images and labels), and
+    DL001's estimate keeps that hand-over for every batch."""
+    run = diagnosed("lightning_fit")
+    meta = json.loads((run.path / "run.json").read_text())
+    assert meta["dataloader_fetch"]["in_process"] is True and meta["dataloader_fetch"]["tensors"] == 2
+    assert meta["dataloader_fetch"]["bytes"] == 64 * 28 * 28 * 4 + 64 * 8
+    probe = meta["dataloader_handover"]
+    assert probe["tensors"] == 2 and probe["batches"] == 20 and probe["ms"] > 0
+    assert run.facts["dataloader.handover_ms"] == probe["ms"]
+    assert run.facts["dataloader.remaining_ms"] >= probe["ms"] * run.facts["dataloader.batches_per_step"] - 1e-9
 
 
 # training: forward and backward outside optimizer.step() --------------------------------------------

@@ -17,6 +17,13 @@ training, so the step becomes the longest of
   The trace cannot tell reading from computing inside a fetch, so without that measurement (a trace
   from elsewhere) the whole wait counts as CPU work.
 
+Each batch a worker loads then reaches the training process through shared memory, which costs that
+process a fixed time per batch, ``dataloader.handover_ms``, that the collector measures on the machine with
+batches of the loop's own tensors (run.json ``dataloader_handover``, :mod:`advisor.collect.worker_handover`):
+the training's part becomes ``compute + batches * handover``, in the first and last terms alike. Where that
+exceeds the wait, workers cost more than they save (an in-memory ``TensorDataset`` of 64-row batches: 0.8 ms
+a fetch in process, 1.7-2.0 ms a hand-over) and what is left is more than the wait.
+
 On two cores with two intra-op threads that keeps about half the wait: the workers' work takes the cores
 from the training. Without the cores recorded (a trace from elsewhere), the training alone. With workers
 already on, a batch that was ready is handed over in the shortest fetch seen (``ready_fetch_ms``), so the
@@ -52,6 +59,9 @@ PROVIDES = (
              "the training process's CPU time during its DataLoader fetches over their wall time, as the collector "
              "timed them: below 1 the fetches waited (storage, a network file system, a sleep), above 1 they "
              "computed on several threads"),
+    FactSpec("dataloader.handover_ms", "ms",
+             "the training process's time to take one ready batch of the loop's tensors from a worker process, "
+             "measured on this machine by the collector (where the loop fetched in process)"),
     FactSpec("dataloader.remaining_ms", "ms",
              "data loading's cost per step once it keeps ahead of the training (workers beside it): how far the "
              "step stays above the training alone"),
@@ -138,10 +148,24 @@ def _overlap(view: TraceView, fetches: np.ndarray, multiprocess: bool) -> dict[s
     if cpu_ratio is not None:
         out["dataloader.fetch_cpu_ratio"] = cpu_ratio
     load_cpu = wait * (1.0 if cpu_ratio is None else cpu_ratio)
-    step_after = max(compute, wait / cores, (train_cpu + load_cpu) / cores)
+    handover = _handover_ms(view.run_meta.get("dataloader_handover"))
+    taking = 0.0
+    if handover is not None:
+        out["dataloader.handover_ms"] = handover
+        taking = handover * len(fetches) / steps
+    step_after = max(compute + taking, wait / cores, (train_cpu + taking + load_cpu) / cores)
     out.update({"dataloader.cores": cores, "dataloader.train_threads": threads,
                 "dataloader.remaining_ms": step_after - compute})
     return out
+
+
+def _handover_ms(probe: Any) -> float | None:
+    """The collector's measured hand-over of a ready batch (run.json ``dataloader_handover``), in ms; None
+    where it measured none (workers already on, a trace from elsewhere, a probe that could not start one)."""
+    ms = probe.get("ms") if isinstance(probe, dict) else None
+    if not isinstance(ms, (int, float)) or isinstance(ms, bool) or not ms >= 0:
+        return None
+    return float(ms)
 
 
 def _fetch_cpu_ratio(timed: Any) -> float | None:
