@@ -15,6 +15,7 @@ the user's code, and never raises into the script.
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
 import time
 from typing import Any
@@ -29,8 +30,9 @@ _WARM = 6
 _TIMED = 20
 #: the pause before each timed fetch: long enough for the worker to have the next batch ready
 _PAUSE_S = 0.004
-#: the most bytes one probe tensor holds: the hand-over's cost is per tensor, not per byte, beyond the mapping
-_MAX_TENSOR_BYTES = 16 << 20
+#: the most bytes one probe batch holds: the hand-over's cost is per tensor, not per byte (the training process
+#: maps the segment and touches nothing), and a container's /dev/shm is often 64 MB
+_MAX_BATCH_BYTES = 16 << 20
 
 
 class _ReadyBatches(Dataset):
@@ -52,8 +54,12 @@ def measure_worker_handover(tensors: int, nbytes: int) -> dict[str, Any] | None:
     memory, a start method that cannot import this module)."""
     if tensors < 1:
         return None
-    size = max(1, min(nbytes // tensors, _MAX_TENSOR_BYTES))
-    loader = DataLoader(_ReadyBatches(tensors, size), batch_size=None, num_workers=1, prefetch_factor=2)
+    size = max(1, min(nbytes, _MAX_BATCH_BYTES) // tensors)
+    # Forked where the platform can: a spawned worker starts an interpreter and imports torch (seconds), and the
+    # hand-over, not the start, is what is timed. The probe's worker touches no GPU, so a fork after CUDA is fine.
+    context = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    loader = DataLoader(_ReadyBatches(tensors, size), batch_size=None, num_workers=1, prefetch_factor=2,
+                        multiprocessing_context=context)
     times: list[float] = []
     try:
         batches = iter(loader)
