@@ -47,3 +47,22 @@ def test_the_probe_forks_even_where_the_script_chose_spawn(monkeypatch) -> None:
     finally:
         multiprocessing.set_start_method(before, force=True)
     assert contexts == ["fork"]
+
+
+class _Encoding(UserDict):
+    """Like transformers' BatchEncoding: a mapping that is not a dict."""
+
+
+def test_the_first_batch_gives_the_loader_kind_and_its_tensors() -> None:
+    times = FetchTimes()
+    batch = {"input_ids": torch.zeros(4, 8, dtype=torch.int64), "extra": [torch.zeros(2), "text", 3],
+             "enc": _Encoding(mask=torch.zeros(4, 8, dtype=torch.bool))}
+    times.note_batch(batch, 0)
+    assert times.in_process is True and times.tensors == 3 and times.nbytes == 4 * 8 * 8 + 2 * 4 + 4 * 8
+    times.note_batch((torch.zeros(1000),), 4)  # later batches are left alone
+    assert times.in_process is True and times.tensors == 3
+    workers = FetchTimes()
+    workers.note_batch((torch.zeros(2),), 2)
+    assert workers.in_process is False
+    json = {**FetchTimes(fetches=1, wall_ns=10**6, cpu_ns=10**6).as_json()}
+    assert json["in_process"] is None and json["tensors"] == 0
