@@ -110,8 +110,33 @@ def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mappi
 def loop_note(facts: Mapping[str, Any]) -> str | None:
     """What kind of loop the step split describes, where it is not a plain training loop, and which recorded
     steps it leaves out for an evaluation pass."""
-    said = [text for text in (_loop_kind(facts), evaluation_note(facts)) if text]
+    said = [text for text in (_loop_kind(facts), evaluation_note(facts) or outlier_note(facts)) if text]
     return " ".join(said) or None
+
+
+#: a recorded step this many times the median step is named in the summary (the figures are means)
+OUTLIER_STEP = 2.0
+
+
+def outlier_note(facts: Mapping[str, Any]) -> str | None:
+    """The recorded steps far longer than the median one, where no evaluation pass explains them: the figures are
+    means over the steps, those included, and the reader should know (an evaluation on a held-out tensor with no
+    DataLoader of its own, a save, a rollout: the trace alone cannot tell which)."""
+    rows = [r for r in facts.get("steps.table") or [] if isinstance(r, Mapping)
+            and isinstance(r.get("time_ms"), (int, float))]
+    median = facts.get("steps.time_ms_median")
+    if len(rows) < 3 or not isinstance(median, (int, float)) or median <= 0:
+        return None
+    long = [r for r in rows if r["time_ms"] >= OUTLIER_STEP * median]
+    if not long:
+        return None
+    names = ", ".join(str(r.get("step")) for r in long)
+    times = ", ".join(fmt_ms(r["time_ms"]) for r in long)
+    many = len(long) > 1
+    return (f"Step{'s' if many else ''} {names} took {times}, {OUTLIER_STEP:.0f} times the median step "
+            f"({fmt_ms(median)}) or more: the figures are means over the {len(rows)} steps, "
+            f"{'those' if many else 'that one'} included. Look at what else the script does every few steps "
+            "(an evaluation without a DataLoader of its own, logging, a save).")
 
 
 def _loop_kind(facts: Mapping[str, Any]) -> str | None:
@@ -163,11 +188,13 @@ WINDOW_DRIFT_NOTE = 1.5
 def profiler_note(facts: Mapping[str, Any]) -> str | None:
     """One sentence comparing the recorded steps with the steps the collector timed after them, unprofiled."""
     unprofiled, overhead = facts.get("steps.unprofiled_ms"), facts.get("steps.profiler_overhead")
-    step, count = facts.get("steps.time_ms"), facts.get("steps.unprofiled_count")
+    count = facts.get("steps.unprofiled_count")
+    # the medians, as the overhead is taken (a run directory from before the median fact: the mean)
+    step = facts.get("steps.time_ms_median") or facts.get("steps.time_ms")
     if not isinstance(unprofiled, (int, float)) or not isinstance(overhead, (int, float)) or not step:
         return None
     said = (f"Without the profiler the steps took {fmt_ms(unprofiled)} (the median of {count} steps run after the "
-            f"window), against {fmt_ms(step)} recorded")
+            f"window), against {fmt_ms(step)} recorded (the median)")
     if overhead < PROFILER_OVERHEAD_NOTE:
         return said + "."
     return (said + f": profiling made the recorded steps {fmt_pct(overhead)} longer. The times and gains in this "

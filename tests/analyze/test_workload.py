@@ -185,3 +185,42 @@ def test_rules_on_a_graph_replaying_server(sglang: dict) -> None:
     assert "GPU003" not in fired  # graphs are the fix GPU003 would give
     assert fired["GPU011"].severity == "medium"
     assert "hipMemcpyWithStream" in fired["GPU011"].where
+
+
+def test_a_step_unlike_the_others_does_not_move_the_profilers_share(tmp_path: Path) -> None:
+    """A loop that evaluates on a held-out tensor every five steps, with no DataLoader to tell the evaluation
+    apart: one recorded step of 23.9 ms among steps of 2.6-3.6, and one such step among the five timed after the
+    window. The mean recorded step over the median unprofiled one read the profiler as making the steps 235%
+    longer, and every gain as 30% of itself without it; the medians on both sides give 28%."""
+    from advisor.analyze.framework.per_step import profiler_stretch
+    from advisor.analyze.framework.step_split import step_split
+    from advisor.report.model import profiler_note
+
+    events, t = [], 0.0
+    for n, ms in enumerate((3.6, 2.6, 23.9, 2.7, 2.55)):
+        events += [_x("user_annotation", f"ProfilerStep#{n + 8}", t, ms * 1e3), _op("aten::addmm", t + 10, ms * 500)]
+        t += ms * 1e3
+    view = _view(tmp_path, events, {"unprofiled_step_ms": [3.018, 2.111, 20.233, 2.05, 1.928]})
+    facts = step_split(view)
+    assert facts["steps.time_ms_median"] == pytest.approx(2.7)
+    assert facts["steps.profiler_overhead"] == pytest.approx(2.7 / 2.111 - 1)
+    assert profiler_stretch(view) == pytest.approx(2.7 / 2.111)
+    note = profiler_note(facts)
+    assert "against 2.7 ms recorded (the median): profiling made the recorded steps 28% longer" in note, note
+
+
+def test_a_step_far_longer_than_the_median_is_named(tmp_path: Path) -> None:
+    from advisor.report.model import loop_note, outlier_note
+
+    rows = [{"step": n + 8, "time_ms": ms} for n, ms in enumerate((3.6, 2.6, 23.9, 2.7, 2.55))]
+    facts = {"steps.table": rows, "steps.time_ms_median": 2.7}
+    note = outlier_note(facts)
+    assert note.startswith("Step 10 took 23.9 ms, 2 times the median step (2.7 ms) or more: the figures are means "
+                           "over the 5 steps, that one included."), note
+    assert loop_note(facts) == note
+    assert outlier_note({**facts, "steps.table": [{**r, "time_ms": 3.0} for r in rows]}) is None  # steady steps
+    assert outlier_note({**facts, "steps.table": rows[:2]}) is None  # too few to say
+    # an evaluation pass that the finder named says it instead
+    named = {**facts, "steps.evaluation": 1, "steps.evaluation_steps": "10", "steps.evaluation_left_out": 0,
+             "steps.count": 5}
+    assert "evaluation pass" in loop_note(named) and "median step" not in loop_note(named)

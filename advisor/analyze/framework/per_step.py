@@ -33,9 +33,13 @@ def unprofiled_step_ms(times: Any) -> tuple[float, int] | None:
 
 def profiler_stretch(view: TraceView) -> float | None:
     """How many times longer the recorded steps took than the same steps without the profiler, its labels and
-    the source marker (``steps.profiler_overhead`` + 1); None for a trace without unprofiled steps beside it."""
+    the source marker (``steps.profiler_overhead`` + 1); None for a trace without unprofiled steps beside it.
+
+    The median recorded step over the median unprofiled one: the mean recorded step over that median read a loop
+    that evaluated on a held-out tensor every five steps (one recorded step of 23.9 ms among steps of 2.6-3.6)
+    as stretched 3.4 times, where its training steps were stretched 1.3."""
     unprofiled = unprofiled_step_ms(view.run_meta.get("unprofiled_step_ms"))
-    profiled = step_ms(view)
+    profiled = float(view.steps["dur"].median()) / NS_PER_MS if view.step_count else 0.0
     return profiled / unprofiled[0] if unprofiled and profiled else None
 
 

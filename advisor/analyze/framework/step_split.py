@@ -41,12 +41,15 @@ PROVIDES = (
     FactSpec("steps.time_ms", "ms", "mean wall time of a step"),
     FactSpec("steps.time_ms_min", "ms", "shortest step"),
     FactSpec("steps.time_ms_max", "ms", "longest step"),
+    FactSpec("steps.time_ms_median", "ms", "median wall time of a step (what the unprofiled steps' median is set "
+             "against)"),
     FactSpec("steps.spread", "ratio", "(longest - shortest) / mean step time"),
     FactSpec("steps.unprofiled_ms", "ms", "median wall time of the steps the collector ran after the window "
              "without the profiler, its labels or the source marker (as many as the window, at most as long again)"),
     FactSpec("steps.unprofiled_count", "count", "how many steps after the window were timed without the profiler"),
     FactSpec("steps.profiler_overhead", "fraction", "how much longer the recorded steps took than the unprofiled "
-             "ones: steps.time_ms / steps.unprofiled_ms - 1 (the profiler's own cost, in the recorded times)"),
+             "ones: steps.time_ms_median / steps.unprofiled_ms - 1 (the profiler's own cost, in the recorded "
+             "times; medians on both sides, so that a step unlike the others on either side moves neither)"),
     FactSpec("steps.window_fault_bytes", "bytes", "new memory each recorded step faulted in (minor page faults "
              "times the page size, median of the window's steps): pages the process touched for the first time or "
              "got back from the system"),
@@ -88,13 +91,14 @@ def step_split(view: TraceView) -> dict[str, Any]:
         "steps.time_ms": mean,
         "steps.time_ms_min": min((r["time_ms"] for r in rows), default=0.0),
         "steps.time_ms_max": max((r["time_ms"] for r in rows), default=0.0),
+        "steps.time_ms_median": statistics.median(r["time_ms"] for r in rows) if rows else 0.0,
         "steps.table": records(rows),
     }
     if view.profiler_steps_present:
         out.update(_evaluation(view, mean))
     out["steps.spread"] = (out["steps.time_ms_max"] - out["steps.time_ms_min"]) / mean if mean else 0.0
     out["steps.window_drift"] = _drift([r["time_ms"] for r in rows])
-    out.update(_unprofiled(view.run_meta.get("unprofiled_step_ms"), mean))
+    out.update(_unprofiled(view.run_meta.get("unprofiled_step_ms"), out["steps.time_ms_median"]))
     out.update(_faults(view.run_meta.get("heap")))
     sources = view.phase_sources
     table = []
