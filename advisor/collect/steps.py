@@ -68,9 +68,9 @@ from advisor.collect.config import CollectorConfig
 from advisor.collect.environment import thread_settings
 from advisor.collect.heap_headroom import Headroom, reserve as reserve_heap_headroom
 from advisor.collect.host_costs import measure_host_costs
-from advisor.collect.worker_handover import measure_worker_handover
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_grad_scaler
 from advisor.collect.source_marker import SourceMarker
+from advisor.collect.worker_handover import measure_worker_handover
 
 __all__ = ["StepDriver"]
 
@@ -112,6 +112,7 @@ class StepDriver:
         self.host_costs: dict[str, float] | None = None
         #: a worker's hand-over of a batch like the loop's, where it fetched in process (worker_handover)
         self.dataloader_handover: dict[str, Any] | None = None
+        self._probing = False
         #: what the backend recorded: "none", "partial" (the script ended inside the window) or "complete"
         self.recorded = "none"
         self._lead_optimizer: int | None = None
@@ -211,7 +212,7 @@ class StepDriver:
         self._boundary()
 
     def _dataloader_next(self) -> None:
-        if self.method not in (None, "dataloader"):
+        if self.method not in (None, "dataloader") or self._probing:
             return
         self._batches += 1
         if self._batches == 1:  # the first batch opens step 0; it is not a boundary
@@ -363,7 +364,11 @@ class StepDriver:
         (advisor.collect.worker_handover): after the steps timed without the profiler, which it would slow."""
         times = self.labels.fetch_times
         if self.cfg.mode == "kineto" and times.in_process and times.tensors:
-            self.dataloader_handover = measure_worker_handover(times.tensors, times.nbytes)
+            self._probing = True  # the probe's own batches are not the script's steps
+            try:
+                self.dataloader_handover = measure_worker_handover(times.tensors, times.nbytes)
+            finally:
+                self._probing = False
 
     def _release_headroom(self) -> None:
         """After the steps timed without the profiler, not before them: given back at the window's end, the

@@ -153,6 +153,11 @@ def test_without_an_optimizer_dataloader_batches_are_the_steps(tmp_path: Path) -
     timed = meta["dataloader_fetch"]
     assert timed["fetches"] >= 5 and timed["wall_ms"] > 0 and timed["cpu_ms"] > 0
     assert facts["dataloader.fetch_cpu_ratio"] == pytest.approx(timed["cpu_ms"] / timed["wall_ms"])
+    # in process: a worker's hand-over of such a batch (x and y) was timed after the window, and the probe's own
+    # 26 batches are not counted as the script's steps (5 wait, 3 warm-up, 5 recorded, at most 5 timed after)
+    assert timed["in_process"] is True and timed["tensors"] == 2 and timed["bytes"] == 32 * 32 * 4 + 32 * 4
+    assert meta["dataloader_handover"]["tensors"] == 2 and meta["dataloader_handover"]["ms"] > 0
+    assert meta["ranks"][0]["steps_seen"] <= 5 + 3 + 2 * 5
     sources = {row["phase"]: row["source"] for row in facts["phases.table"]}
     assert sources["dataloader"] == sources["forward"] == sources["backward"] == "advisor labels"
     assert "steps recognised by dataloader" in (out / "report.md").read_text()
