@@ -136,7 +136,7 @@ def outlier_note(facts: Mapping[str, Any]) -> str | None:
     return (f"Step{'s' if many else ''} {names} took {times}, {OUTLIER_STEP:.0f} times the median step "
             f"({fmt_ms(median)}) or more: the figures are means over the {len(rows)} steps, "
             f"{'those' if many else 'that one'} included. Look at what else the script does every few steps "
-            "(an evaluation without a DataLoader of its own, logging, a save).")
+            "(an evaluation without a DataLoader of its own, a new epoch's DataLoader workers, a save, logging).")
 
 
 def _loop_kind(facts: Mapping[str, Any]) -> str | None:
