@@ -18,7 +18,10 @@ Every message says what happened, to which file, and what to do next.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 #: the exit code of a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
 EXIT_INTERRUPTED = 130
@@ -37,6 +40,7 @@ __all__ = [
     "ToolMissingError",
     "TraceError",
     "UsageError",
+    "DroppedInterrupts",
 ]
 
 
@@ -146,3 +150,38 @@ class Interrupted(AdvisorError):
     """Ctrl-C stopped a run; what was collected until then is kept, and the message says where."""
 
     exit_code = EXIT_INTERRUPTED
+
+
+class DroppedInterrupts:
+    """``with DroppedInterrupts() as dropped: ...; dropped.take()``: the Ctrl-C that Python dropped meanwhile.
+
+    Python drops an exception raised where it cannot propagate: a weakref callback, ``__del__``, the import
+    machinery's lock clean-up among them. A Ctrl-C that lands there is printed as "Exception ignored in ..." and
+    the command goes on (CI saw ``advisor analyze`` write its report and exit 0). While this is entered, such an
+    interrupt is caught on its way to :func:`sys.unraisablehook` and kept, unprinted, for the caller to act on;
+    any other dropped exception goes to the hook that was there before.
+    """
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._before = sys.unraisablehook
+
+    def __enter__(self) -> DroppedInterrupts:
+        self._before = sys.unraisablehook
+        sys.unraisablehook = self._hook
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        sys.unraisablehook = self._before
+
+    def take(self) -> bool:
+        """Whether an interrupt was dropped since the last call."""
+        pending, self.pending = self.pending, False
+        return pending
+
+    def _hook(self, unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            self.pending = True
+        else:
+            self._before(unraisable)

@@ -14,24 +14,19 @@ script, which saves what it recorded, and the analysis goes on); this is for
 the advisor's own work around it. A second Ctrl-C while the report is being
 saved stops that too, and the CLI says only ``advisor: interrupted``.
 
-Python drops an exception raised where it cannot propagate: a weakref callback,
-``__del__``, and the import machinery's lock clean-up among them. A Ctrl-C that
-lands there is printed as "Exception ignored in ..." and the run went on to exit
-0 (CI saw it once, as the report's modules were imported). While the run is in a
-:class:`Salvage`, such an interrupt is caught on its way to
-:func:`sys.unraisablehook` and the run stops at its next phase, or at the end,
-as it would have where it landed.
+A Ctrl-C that Python dropped (:class:`~advisor.errors.DroppedInterrupts`: it
+landed in a weakref callback or the import machinery's lock clean-up) stops the
+run at its next phase, or at the end, as it would have where it landed.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import TracebackType
 
 from advisor.analyze.findings import Findings
 from advisor.engine.rulebook import RuleBook
-from advisor.errors import Interrupted
+from advisor.errors import DroppedInterrupts, Interrupted
 from advisor.rundir import RunDir
 
 __all__ = ["Salvage"]
@@ -45,9 +40,7 @@ class Salvage:
         self.book = book
         #: what the run is doing, as it reads after "interrupted while"
         self._phase = phase
-        #: a Ctrl-C that Python dropped (see the module's docstring), not yet acted on
-        self.swallowed = False
-        self._unraisable_before = sys.unraisablehook
+        self._dropped = DroppedInterrupts()
         #: the findings so far (framework findings while the deeper stages run)
         self.findings: Findings | None = None
         #: findings.json and diagnoses.json are written: only the report is left
@@ -59,31 +52,22 @@ class Salvage:
 
     @phase.setter
     def phase(self, phase: str) -> None:
-        if self.swallowed:  # the interrupt came in the phase now ending: stop here
-            self.swallowed = False
+        if self._dropped.take():  # the interrupt came in the phase now ending: stop here
             raise KeyboardInterrupt
         self._phase = phase
 
     def __enter__(self) -> Salvage:
-        self._unraisable_before = sys.unraisablehook
-        sys.unraisablehook = self._unraisable
+        self._dropped.__enter__()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
-        sys.unraisablehook = self._unraisable_before
-        if kind is None and self.swallowed:
-            self.swallowed = False
+        self._dropped.__exit__(kind, exc, tb)
+        if kind is None and self._dropped.take():
             raise self.keep() from None
         if kind is None or not issubclass(kind, KeyboardInterrupt):
             return False
         raise self.keep() from None
-
-    def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            self.swallowed = True
-            return
-        self._unraisable_before(unraisable)
 
     def keep(self) -> Interrupted:
         """Save and report what there is; the error that says so."""

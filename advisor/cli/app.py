@@ -24,7 +24,7 @@ import typer
 
 from advisor import __version__
 from advisor.cli.coercion import install as _install_plain_coercion
-from advisor.errors import EXIT_INTERRUPTED, AdvisorError, Interrupted
+from advisor.errors import EXIT_INTERRUPTED, AdvisorError, DroppedInterrupts, Interrupted
 from advisor.messages import say
 
 __all__ = ["FailOnOption", "GpuSpecOption", "OutOption", "RulesOption", "SeverityLevel", "WorkflowOption", "app",
@@ -130,30 +130,18 @@ def run(args: Sequence[str] | None = None) -> int:
     line ``advisor: interrupted`` and exit code 130, also where Python dropped
     the interrupt (see :mod:`advisor.salvage`) and the command went on.
     """
-    dropped: list[BaseException] = []
-    hook_before = sys.unraisablehook
-
-    def unraisable(unraisable: Any) -> None:
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            dropped.append(unraisable.exc_value)
-        else:
-            hook_before(unraisable)
-
-    sys.unraisablehook = unraisable
-    try:
+    with DroppedInterrupts() as dropped:
         return _run(args, dropped)
-    finally:
-        sys.unraisablehook = hook_before
 
 
-def _run(args: Sequence[str] | None, dropped: list[BaseException]) -> int:
+def _run(args: Sequence[str] | None, dropped: DroppedInterrupts) -> int:
     try:
         app(args=None if args is None else list(args), prog_name="advisor")
     except SystemExit as exc:
         if exc.code == EXIT_INTERRUPTED and _from_ctrl_c(exc):
             # Typer turns a KeyboardInterrupt it sees into a silent exit 130; say it.
             say(err, "advisor: interrupted")
-        elif exc.code in (0, None) and dropped:
+        elif exc.code in (0, None) and dropped.take():
             say(err, "advisor: interrupted")
             return EXIT_INTERRUPTED
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -168,7 +156,7 @@ def _run(args: Sequence[str] | None, dropped: list[BaseException]) -> int:
     except KeyboardInterrupt:
         say(err, "advisor: interrupted")
         return EXIT_INTERRUPTED
-    if dropped:
+    if dropped.take():
         say(err, "advisor: interrupted")
         return EXIT_INTERRUPTED
     return 0

@@ -11,8 +11,8 @@ import pandas as pd
 from advisor.analyze.framework.view import TraceView
 from advisor.naming import SOURCE_PREFIX, parse_source_label
 
-__all__ = ["NS_PER_MS", "call_site_of", "call_site_of_rows", "in_steps", "per_step_ms", "profiler_stretch", "site",
-           "step_ms", "unprofiled_step_ms"]
+__all__ = ["NS_PER_MS", "call_site_of", "call_site_of_rows", "in_steps", "median_step_ms", "per_step_ms",
+           "profiler_stretch", "site", "step_ms", "unprofiled_step_ms"]
 
 NS_PER_MS = 1e6
 
@@ -20,6 +20,11 @@ NS_PER_MS = 1e6
 def step_ms(view: TraceView) -> float:
     """Mean wall time of an analysed step, in ms."""
     return float(view.steps["dur"].mean()) / NS_PER_MS if view.step_count else 0.0
+
+
+def median_step_ms(view: TraceView) -> float:
+    """Median wall time of an analysed step, in ms (what the unprofiled steps' median is set against)."""
+    return float(view.steps["dur"].median()) / NS_PER_MS if view.step_count else 0.0
 
 
 def unprofiled_step_ms(times: Any) -> tuple[float, int] | None:
@@ -39,7 +44,7 @@ def profiler_stretch(view: TraceView) -> float | None:
     that evaluated on a held-out tensor every five steps (one recorded step of 23.9 ms among steps of 2.6-3.6)
     as stretched 3.4 times, where its training steps were stretched 1.3."""
     unprofiled = unprofiled_step_ms(view.run_meta.get("unprofiled_step_ms"))
-    profiled = float(view.steps["dur"].median()) / NS_PER_MS if view.step_count else 0.0
+    profiled = median_step_ms(view)
     return profiled / unprofiled[0] if unprofiled and profiled else None
 
 

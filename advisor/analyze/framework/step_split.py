@@ -6,7 +6,7 @@ import statistics
 from typing import Any
 
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.framework.per_step import NS_PER_MS, unprofiled_step_ms
+from advisor.analyze.framework.per_step import NS_PER_MS, median_step_ms, unprofiled_step_ms
 from advisor.analyze.framework.phases import split_step
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import analyzer
@@ -91,7 +91,7 @@ def step_split(view: TraceView) -> dict[str, Any]:
         "steps.time_ms": mean,
         "steps.time_ms_min": min((r["time_ms"] for r in rows), default=0.0),
         "steps.time_ms_max": max((r["time_ms"] for r in rows), default=0.0),
-        "steps.time_ms_median": statistics.median(r["time_ms"] for r in rows) if rows else 0.0,
+        "steps.time_ms_median": median_step_ms(view),
         "steps.table": records(rows),
     }
     if view.profiler_steps_present:
