@@ -208,6 +208,7 @@ class _ScriptRun(StageHooks):
             outcome=result.outcome, exit_code=result.exit_code, outcome_text=outcome_sentence(result),
             stopped_by=result.stopped_by, profile=result.profile, wall_s=result.wall_s,
             finished_at=time.strftime("%Y-%m-%d %H:%M:%S"), step_method=result.step_method, error=result.error,
+            steps_skipped=first.get("steps_skipped"),
             environment=first.get("environment", {}), threads_at_capture=first.get("threads_at_capture"),
             host_costs=first.get("host_costs"), unprofiled_step_ms=first.get("unprofiled_step_ms") or [],
             heap=first.get("heap"),

@@ -18,6 +18,7 @@ class StepMethod(str, Enum):
     auto = "auto"
     optimizer = "optimizer"
     dataloader = "dataloader"
+    backward = "backward"
     module = "module"
     time = "time"
 
@@ -35,8 +36,11 @@ def diagnose(
         "Steps recorded and analysed; as many again then run without the profiler, timed (at most as long "
         "again), to say what profiling added."))] = 5,
     steps: Annotated[StepMethod, typer.Option(
-        "--steps", help="How a step is recognised: optimizer.step(), DataLoader batches, calls of the model "
-                        "(inference: under no_grad or in eval mode), or a time window; auto tries them in that order.")] = StepMethod.auto,
+        "--steps", help="How a step is recognised: optimizer.step(), DataLoader batches, the model's first call "
+                        "after each backward() (updates written by hand), calls of the model (inference: under "
+                        "no_grad or in eval mode; with --steps module, any call of the first module called), or a "
+                        "time window; auto tries them in that order, and skips an evaluation run before the "
+                        "first optimizer step.")] = StepMethod.auto,
     window_start: Annotated[float, typer.Option(
         min=0, help="Time window: seconds before recording, counted from the script's start (--steps time) "
                     "or from the return of its first nn.Module call (auto).")] = 10.0,

@@ -60,6 +60,7 @@ class KinetoBackend:
         self.prof: Any = None
         self._shapes_prof: Any = None
         self._step_range: Any = None
+        self._started = False
 
     def _build(self) -> Any:
         from torch.profiler import ProfilerActivity, profile
@@ -78,6 +79,8 @@ class KinetoBackend:
         )
 
     def prepare(self) -> None:
+        if self.prof is not None and not self._started:  # kept from a window that was dropped (discard)
+            return
         self.prof = self._build()
         _prepare_without_inductor(self.prof)
 
@@ -85,7 +88,16 @@ class KinetoBackend:
         if self.prof is None:  # warmup 0 and a window that opens at once
             self.prepare()
         self.prof.start_trace()
+        self._started = True
         self._open_step(step)
+
+    def discard(self) -> None:
+        """Drop the window begun so far, unsaved: its steps were not the training's (an evaluation before it).
+        A profiler only prepared is kept for the next window (stopping it makes Kineto warn on the terminal)."""
+        self._close_step()
+        if self._started:
+            self.prof.stop_trace()
+            self.prof, self._started = None, False
 
     def next_step(self, step: int) -> None:
         self._close_step()

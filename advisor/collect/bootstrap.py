@@ -176,6 +176,8 @@ class Child:
             "exit_code": exit_code,
             "step_method": d.method if d else None,
             "steps_seen": d.step if d else 0,
+            # the loop found first and left for the training's (an evaluation before it), when one was
+            "steps_skipped": d.skipped if d else None,
             "state": d.state if d else None,
             # seconds since the collector started in this process: the script, its first step, the window
             "timings": {"wall_s": round(time.monotonic() - self.started, 3), "script_start": self.script_start,

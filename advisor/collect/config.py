@@ -9,7 +9,7 @@ from typing import Any
 
 __all__ = ["BOOTSTRAP_PATH_ENV", "EXIT_INTERRUPTED", "EXIT_STOPPED", "STEP_METHODS", "CollectorConfig"]
 
-STEP_METHODS = ("auto", "optimizer", "dataloader", "module", "time")
+STEP_METHODS = ("auto", "optimizer", "dataloader", "backward", "module", "time")
 
 #: set by the parent when it put the advisor package on PYTHONPATH for the child (:mod:`.bootstrap`)
 BOOTSTRAP_PATH_ENV = "ADVISOR_BOOTSTRAP_PATH"
@@ -28,7 +28,8 @@ class CollectorConfig:
     wait: int = 5
     warmup: int = 3
     active: int = 5
-    #: how a step is recognised: auto = optimizer steps, else DataLoader batches, else model calls, else a time window
+    #: how a step is recognised: auto = optimizer steps, else DataLoader batches, else a model call after a
+    #: backward (hand-written updates), else model calls (inference), else a time window
     step_method: str = "auto"
     #: time window (seconds) used when no step can be recognised
     window_start_s: float = 10.0

@@ -13,7 +13,9 @@ How each phase is found without touching the script:
 - backward: ``torch.autograd.backward`` and ``torch.autograd.grad`` are
   wrapped (``Tensor.backward`` calls the former).
 - optimizer: global optimizer step pre/post hooks (owned by the step driver),
-  and ``GradScaler.step``, whose unscaling belongs to the update.
+  and ``GradScaler.step``, whose unscaling belongs to the update. Where steps
+  are found by their backward passes (an update written by hand, no
+  ``torch.optim``), from the end of each backward to the next forward.
 - dataloader: ``_BaseDataLoaderIter.__next__`` is wrapped. While the labels
   are on, each fetch's wall time and the process's CPU time in it are added
   up (:class:`FetchTimes`): a fetch in the training process that mostly
@@ -199,6 +201,9 @@ class PhaseLabels:
         self._patched: list[tuple[Any, str, Any]] = []
         #: the fetches timed while the labels were on (the warm-up and recorded steps)
         self.fetch_times = FetchTimes()
+        #: steps found by their backward passes (an update written by hand, no torch.optim): the time from the end
+        #: of a backward to the next forward is the update, marked as the optimizer phase (see update_begin)
+        self.hand_update = False
 
     @property
     def installed(self) -> bool:
@@ -257,6 +262,8 @@ class PhaseLabels:
     def _forward_pre(self, module: torch.nn.Module, args: Any) -> None:
         if torch.compiler.is_compiling():
             return  # dynamo traces global hooks: a range here would break the user's graph at every module
+        if not self.installed:
+            return  # removed by an earlier hook of the same call (torch runs the hooks it listed as the call began)
         if self._depth == 0:
             if self.current == "backward":
                 self._recompute_pre()
@@ -275,7 +282,7 @@ class PhaseLabels:
                 self._module_stack.append(rng)
 
     def _forward_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if torch.compiler.is_compiling():
+        if torch.compiler.is_compiling() or not self.installed:
             return
         if self.current == "backward":
             self._recompute_post()
@@ -335,6 +342,8 @@ class PhaseLabels:
                     labels._recompute, labels._recompute_depth = None, 0
                 rng.close()
                 labels.current = outer
+                if labels.hand_update:
+                    labels.update_begin()
 
         return wrapper
 
@@ -344,6 +353,14 @@ class PhaseLabels:
         """Open the optimizer range; a no-op inside one (GradScaler.step calling optimizer.step)."""
         if self.installed and self.current is None:
             self._optimizer = self._phase("optimizer")
+            self._optimizer.open()
+            self.current = "optimizer"
+
+    def update_begin(self) -> None:
+        """Open the optimizer range for an update written by hand, after a backward; the step driver closes it
+        at the next forward. Without a source label: the range spans many lines, each labelled by its calls."""
+        if self.installed and self.current is None:
+            self._optimizer = _Ranges(Range(PHASE_NAMES["optimizer"], self.nvtx))
             self._optimizer.open()
             self.current = "optimizer"
 

@@ -70,6 +70,7 @@ from advisor.collect.heap_headroom import Headroom, reserve as reserve_heap_head
 from advisor.collect.host_costs import measure_host_costs
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_grad_scaler
 from advisor.collect.source_marker import SourceMarker
+from advisor.collect.training_signs import TrainingSigns
 from advisor.collect.worker_handover import measure_worker_handover
 
 __all__ = ["StepDriver"]
@@ -117,6 +118,11 @@ class StepDriver:
         self.recorded = "none"
         self._lead_optimizer: int | None = None
         self._batches = 0
+        #: optimizers made, backward passes, an evaluation before the training (advisor.collect.training_signs)
+        self.signs = TrainingSigns(self._backward_ended)
+        #: the loop recognised first and left for the training's when it showed (an evaluation before the first
+        #: optimizer step, forward passes before a hand-written update): which, how many of its steps or calls
+        self.skipped: dict[str, Any] | None = None
         #: module steps: the model whose calls are steps, and the depth of module calls until it is known
         self._model: Any = None
         self._module_depth = 0
@@ -147,7 +153,8 @@ class StepDriver:
         self._undo.append(optim_module.register_optimizer_step_post_hook(self._optimizer_post).remove)
         self._undo.append(patch_dataloader_next(self._dataloader_next, lambda: self.labels))
         self._undo.append(patch_grad_scaler(lambda: self.labels))
-        if self.method in (None, "module"):
+        self._undo.append(self.signs.attach())
+        if self.method in (None, "module", "backward"):
             self._watch_modules()
         if self.method in (None, "time"):
             self._clock = _WindowClock(self, timer=self.method == "time")
@@ -201,12 +208,14 @@ class StepDriver:
 
     def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.labels.optimizer_end()
+        self.signs.trained = True
         if self._lead_optimizer is None:
             self._lead_optimizer = id(optimizer)
-        if id(optimizer) != self._lead_optimizer or self.method not in (None, "optimizer", "dataloader"):
+        if id(optimizer) != self._lead_optimizer:
             return
         if self.method != "optimizer":
-            self.method = "optimizer"
+            if not self._adopt("optimizer"):
+                return
             self._stop_clock()
             self._unwatch_modules()
         self._boundary()
@@ -219,7 +228,8 @@ class StepDriver:
             if self.method is None:
                 self.method = "dataloader"
                 self._stop_clock()
-                self._unwatch_modules()
+                if self.signs.trained:  # else the model calls still tell an evaluation first from the training
+                    self._unwatch_modules()
             self._note_first_step()
             return
         self._boundary()
@@ -245,18 +255,18 @@ class StepDriver:
     def _module_pre(self, module: torch.nn.Module, args: Any) -> None:
         if torch.compiler.is_compiling():
             return
+        if self.signs.backward_pending and self._after_backward():
+            return
         if self._model is not None:
             if module is self._model and self.method == "module":
                 self._boundary()
             return
-        if self._module_depth == 0 and self.method is None and (not torch.is_grad_enabled() or not module.training):
-            # The first step opens here; it is not a boundary. Depth no longer matters: only the model's calls do.
-            self._model = module
-            self.method = "module"
-            self._stop_clock()
-            self._unwatch_modules(keep_pre=True)
-            self._note_first_step()
+        if self.method == "backward":
             return
+        if self._module_depth == 0:
+            self._outermost_call(module)
+            if self._model is not None:  # adopted: only its calls matter now
+                return
         self._module_depth += 1
 
     def _module_post(self, module: torch.nn.Module, args: Any, output: Any) -> None:
@@ -264,6 +274,94 @@ class StepDriver:
             return
         if self._model is None and self._module_depth > 0:
             self._module_depth -= 1
+
+    def _outermost_call(self, module: torch.nn.Module) -> None:
+        """A module called with no other running: the model (or a loss module). Where the steps are still to be
+        found, it may begin one: the first call after a backward (hand-written updates), or, in inference, the
+        model's calls; while an optimizer waits for its first step, a call without autograd is an evaluation
+        before the training and begins nothing."""
+        inference = not torch.is_grad_enabled() or not module.training
+        if inference and not self.signs.trained:
+            self.signs.evaluation_call()
+            if self._evaluating_first():
+                return
+        if self.method == "module" or (self.method is None and inference):
+            # The first step opens here; it is not a boundary. Depth no longer matters: only the model's calls do.
+            self._model = module
+            self.method = "module"
+            self._stop_clock()
+            self._unwatch_modules(keep_pre=True)
+            self._note_first_step()
+
+    def _after_backward(self) -> bool:
+        """The first module call after a backward, the start of the next forward pass: where a loop without an
+        optimizer (a hand-written update) begins a step. True when it did (the hooks' depth no longer matters)."""
+        self.signs.backward_pending = False
+        if self.method == "backward":
+            self.labels.optimizer_end()  # the hand-written update ends where the next forward begins
+            self._boundary()
+            return True
+        if self.method in (None, "module") and self._adopt("backward"):
+            self._model = None
+            self._stop_clock()
+            self._unwatch_modules(keep_pre=True)
+            return True
+        return False
+
+    def _backward_ended(self) -> None:
+        """A backward ran: the program trains. Steps found in its evaluation so far are not the training's."""
+        if self.method == "dataloader" and self.skipped is None and self.signs.evaluation_calls:
+            self._adopt("dataloader")
+        if self.method in ("optimizer", "dataloader", "time"):
+            self._unwatch_modules()
+
+    def _evaluating_first(self) -> bool:
+        """An optimizer waits for its first step while the model runs without autograd: an evaluation before
+        the training (nanoGPT's loss estimate, a sanity check, ``eval_on_start``), whose steps are not counted;
+        for as long as the time window would wait (``window_start_s``), then it is taken for the loop."""
+        return (self.cfg.step_method == "auto" and self.signs.evaluating_first()
+                and self.signs.evaluation_s() < self.cfg.window_start_s)
+
+    def _adopt(self, method: str) -> bool:
+        """Take ``method`` for the training's steps in place of the one found first, counting from step 0 again
+        (the earlier loop's steps are not the training's); False where it is too late (the window was recorded)
+        or the user chose how steps are recognised."""
+        if self.method == method and self.skipped is not None:
+            return True
+        if self.method is not None and self.cfg.step_method != "auto":
+            return False
+        if self.state not in ("wait", "shapes", "warmup", "active") or (
+                self.state != "wait" and self.cfg.mode != "kineto"):
+            return False  # an outer tool's capture range cannot be taken back
+        earlier = self.method
+        self.method = method
+        if earlier is not None or self.signs.evaluation_calls:
+            if self.skipped is None:
+                self.skipped = {"method": earlier, "steps": self.step, "evaluation_calls": self.signs.evaluation_calls,
+                                "seconds": round(self._skipped_s(), 3)}
+            self._restart()
+        return True
+
+    def _skipped_s(self) -> float:
+        """How long the loop being left ran: from its first step, or from the evaluation's first call."""
+        first = self.timings.get("first_step")
+        return self.signs.evaluation_s() if first is None else self._now() - first
+
+    def _restart(self) -> None:
+        """Back to step 0 and the wait state, dropping what the schedule had begun to record."""
+        old, self.state, self.step = self.state, "wait", 0
+        if old == "shapes":
+            self.backend.stop_shapes(save=False)  # type: ignore[attr-defined]
+        if old in ("warmup", "active"):
+            self.backend.discard()  # type: ignore[attr-defined]
+            self.recorded = "none"
+        if old != "wait":
+            self._instrument(False)
+            self._release_headroom()
+            self.heap["window_faults"] = []
+            for key in ("shapes_start", "warmup_start", "capture_start"):
+                self.timings.pop(key, None)
+        self.timings["first_step"] = self._now()
 
     # the schedule ------------------------------------------------------------------
     def _state_of(self, step: int) -> str:
@@ -286,6 +384,8 @@ class StepDriver:
         return self.cfg.mode == "kineto" and self.method != "time"
 
     def _boundary(self) -> None:
+        if self.method == "dataloader" and self._evaluating_first():
+            return  # an evaluation's batches before the training: not its steps
         self.step += 1  # counted after the window too, for the run's metadata (--run-to-end)
         if self.state == "done":
             return
@@ -379,6 +479,7 @@ class StepDriver:
 
     def _instrument(self, on: bool) -> None:
         if on:
+            self.labels.hand_update = self.method == "backward"
             self.labels.install()
             if self.marker is not None:
                 self.marker.push_bottom()
@@ -392,7 +493,7 @@ class StepDriver:
     # the time window ------------------------------------------------------------
     def window_due_at(self) -> float | None:
         """When the time window should next open or close (time.monotonic()), or None (read-only; any thread)."""
-        if self.method not in (None, "time") or self.state == "done":
+        if self.method not in (None, "time") or self.state == "done" or self._evaluating_first():
             return None
         if self.window_end is not None:
             return self.window_end

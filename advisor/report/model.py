@@ -108,10 +108,28 @@ def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mappi
 
 
 def loop_note(facts: Mapping[str, Any]) -> str | None:
-    """What kind of loop the step split describes, where it is not a plain training loop, and which recorded
-    steps it leaves out for an evaluation pass."""
-    said = [text for text in (_loop_kind(facts), evaluation_note(facts) or outlier_note(facts)) if text]
+    """What kind of loop the step split describes, where it is not a plain training loop, what ran before it
+    and was skipped, and which recorded steps it leaves out for an evaluation pass."""
+    said = [text for text in (_loop_kind(facts), skipped_note(facts), evaluation_note(facts) or outlier_note(facts))
+            if text]
     return " ".join(said) or None
+
+
+def skipped_note(facts: Mapping[str, Any]) -> str | None:
+    """The loop recognised first and left for the training's: an evaluation before the first training step."""
+    loop = facts.get("steps.skipped_loop")
+    if not loop:
+        return None
+    calls = facts.get("steps.skipped_calls") or 0
+    steps = facts.get("steps.skipped_steps") or 0
+    seconds = facts.get("steps.skipped_s")
+    what = [f"{calls:,} forward pass{'es' if calls != 1 else ''} without autograd"] if calls else []
+    if steps and loop != "evaluation":
+        what.append(f"{steps:,} step{'s' if steps != 1 else ''} counted as {loop} steps")
+    took = f", {seconds:.1f} s" if isinstance(seconds, (int, float)) and seconds >= 0.1 else ""
+    before = ", ".join(what) or "an evaluation"
+    return (f"The recorded steps are the training's: what ran before its first step ({before}{took}) was an "
+            "evaluation, and was skipped.")
 
 
 #: a recorded step this many times the median step is named in the summary (the figures are means)
@@ -140,6 +158,10 @@ def outlier_note(facts: Mapping[str, Any]) -> str | None:
 
 
 def _loop_kind(facts: Mapping[str, Any]) -> str | None:
+    if facts.get("steps.method") == "backward":
+        return ("A training loop without torch.optim: each step begins at the model's first call after a "
+                "backward(), and the update written by hand (from the end of the backward to the next forward) is "
+                "the optimizer phase.")
     if facts.get("optimizer.closure"):
         return ("Forward and backward ran inside optimizer.step() (a closure, as in LBFGS or Lightning's automatic "
                 "optimization); they are counted as forward and backward, and the optimizer phase is the update alone.")
@@ -263,12 +285,16 @@ def _summary(facts: Mapping[str, Any], diagnoses: list[dict[str, Any]]) -> dict[
     }
 
 
-def _advisor_command(meta: Mapping[str, Any]) -> str:
-    """The advisor command line that made this run, without ``--out`` (a new run needs a new folder)."""
+def _advisor_command(meta: Mapping[str, Any], out: str | None = None) -> str:
+    """The advisor command line that made this run, without its ``--out`` (a new run needs a new folder), or
+    with ``--out OUT`` in its place: among advisor's own options, before the ``--`` that starts the script's
+    arguments, which the script would otherwise receive (and a script's own ``--out`` after it is kept)."""
     argv = list(meta.get("command") or [])[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    own, script_args = argv[:cut], argv[cut:]
     kept: list[str] = []
     skip = False
-    for arg in argv:
+    for arg in own:
         if skip:
             skip = False
             continue
@@ -277,7 +303,11 @@ def _advisor_command(meta: Mapping[str, Any]) -> str:
             continue
         if not arg.startswith("--out="):
             kept.append(arg)
-    return shlex.join(["advisor", *kept]) if kept else ""
+    if not kept:
+        return ""
+    if out is not None:
+        kept += ["--out", out]
+    return shlex.join(["advisor", *kept, *script_args])
 
 
 def _reproduce(meta: Mapping[str, Any], run: RunDir, stages: list[dict[str, Any]]) -> list[dict[str, str]]:
@@ -298,8 +328,9 @@ def _reproduce(meta: Mapping[str, Any], run: RunDir, stages: list[dict[str, Any]
     steps.append({"label": "Re-evaluate the rules and re-render this report, without profiling",
                   "command": f"advisor report {here}"})
     if again and meta.get("kind") == "diagnose":
+        after = _advisor_command(meta, out=f"{run.path.resolve()}-after")
         steps.append({"label": "After a fix: profile again and compare the two runs",
-                      "command": f"{prefix}{again} --out {here}-after\nadvisor compare {here} {here}-after"})
+                      "command": f"{prefix}{after}\nadvisor compare {here} {here}-after"})
     return steps
 
 

@@ -124,3 +124,15 @@ def test_fail_on_gates_on_severity(diagnosed_examples, tmp_path) -> None:
     if worst + 1 < len(SEVERITIES):
         assert run_cli("report", str(run), "--fail-on", SEVERITIES[worst + 1], "-q", cwd=tmp_path).code == 0
     assert run_cli("report", str(run), "-q", cwd=tmp_path).code == 0
+
+
+def test_after_fix_command_puts_out_among_advisor_options() -> None:
+    """``--out`` after the script's arguments would be handed to the script, whose parser fails on it."""
+    from advisor.report.model import _advisor_command
+
+    meta = {"command": ["advisor", "diagnose", "train.py", "--out", "runs/a", "--", "--lr", "0.1", "--out", "ckpt"]}
+    assert _advisor_command(meta) == "advisor diagnose train.py -- --lr 0.1 --out ckpt"
+    assert (_advisor_command(meta, out="/runs/a b-after")
+            == "advisor diagnose train.py --out '/runs/a b-after' -- --lr 0.1 --out ckpt")
+    plain = {"command": ["advisor", "diagnose", "train.py", "--out=runs/a", "--no-escalate"]}
+    assert _advisor_command(plain, out="runs/a-after") == "advisor diagnose train.py --no-escalate --out runs/a-after"

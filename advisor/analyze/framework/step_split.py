@@ -37,7 +37,15 @@ PROVIDES = (
     FactSpec("steps.evaluation_fetches", "count", "DataLoader fetches an evaluation step made beyond the other "
              "steps', on mean"),
     FactSpec("steps.source", "text", "how steps were found: ProfilerStep ranges, or the whole trace as one window"),
-    FactSpec("steps.method", "text", "how the collector recognised a step: optimizer, dataloader or time"),
+    FactSpec("steps.method", "text", "how the collector recognised a step: optimizer, dataloader, backward (the "
+             "model's first call after each backward: an update written by hand), module (calls of the model) or "
+             "time"),
+    FactSpec("steps.skipped_loop", "text", "the loop the collector found first and left for the training's when "
+             "it showed (an evaluation before the first optimizer step): how its steps were recognised (module, "
+             "dataloader, or evaluation where none were counted); empty where nothing was skipped"),
+    FactSpec("steps.skipped_steps", "count", "steps of that loop counted before it was left"),
+    FactSpec("steps.skipped_calls", "count", "forward passes without autograd the program ran before it trained"),
+    FactSpec("steps.skipped_s", "s", "how long the skipped loop ran before the training's first step"),
     FactSpec("steps.time_ms", "ms", "mean wall time of a step"),
     FactSpec("steps.time_ms_min", "ms", "shortest step"),
     FactSpec("steps.time_ms_max", "ms", "longest step"),
@@ -88,6 +96,7 @@ def step_split(view: TraceView) -> dict[str, Any]:
         "steps.source": "ProfilerStep ranges" if view.profiler_steps_present else "whole trace (no ProfilerStep ranges)",
         "steps.incomplete": view.incomplete_steps,
         "steps.method": view.run_meta.get("step_method"),
+        **_skipped(view.run_meta.get("steps_skipped")),
         "steps.time_ms": mean,
         "steps.time_ms_min": min((r["time_ms"] for r in rows), default=0.0),
         "steps.time_ms_max": max((r["time_ms"] for r in rows), default=0.0),
@@ -169,3 +178,13 @@ def _faults(heap: Any) -> dict[str, Any]:
     if isinstance(headroom, dict) and headroom.get("kept"):
         out["steps.heap_headroom_bytes"] = round((headroom.get("mb") or 0) * 2**20)
     return out
+
+
+def _skipped(skipped: Any) -> dict[str, Any]:
+    """What the collector skipped before the recorded loop (run.json ``steps_skipped``); none where nothing was."""
+    if not isinstance(skipped, dict):
+        return {"steps.skipped_loop": ""}
+    return {"steps.skipped_loop": str(skipped.get("method") or "evaluation"),
+            "steps.skipped_steps": int(skipped.get("steps") or 0),
+            "steps.skipped_calls": int(skipped.get("evaluation_calls") or 0),
+            "steps.skipped_s": float(skipped.get("seconds") or 0.0)}

@@ -1,0 +1,75 @@
+"""Training loops that do not start with their training step, or train without torch.optim.
+
+    python loops.py --loop eval-first      # an optimizer is made, 40 forward passes under no_grad, then training
+    python loops.py --loop eval-loader     # the same, the evaluation and the training over DataLoaders
+    python loops.py --loop hand-sgd        # batches sliced from a tensor, p.data.add_(p.grad) by hand
+    python loops.py --loop eval-then-hand  # no optimizer: 10 calls under no_grad, then a hand-written update
+"""
+
+import argparse
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--loop", required=True)
+parser.add_argument("--steps", type=int, default=60)
+args = parser.parse_args()
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 128), nn.Tanh(), nn.Linear(128, 10))
+X, Y = torch.randn(4096, 64), torch.randint(0, 10, (4096,))
+
+
+@torch.no_grad()
+def evaluate(calls: int = 40) -> float:
+    model.eval()
+    total = sum(nn.functional.cross_entropy(model(X[i * 32:(i + 1) * 32]), Y[i * 32:(i + 1) * 32]).item()
+                for i in range(calls))
+    model.train()
+    return total / calls
+
+
+def hand_update(lr: float = 0.05) -> None:
+    for p in model.parameters():
+        p.data.add_(p.grad, alpha=-lr)
+
+
+if args.loop == "eval-first":
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    print("val", evaluate())
+    for step in range(args.steps):
+        i = step % 60
+        loss = nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+elif args.loop == "eval-loader":
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    model.eval()
+    with torch.no_grad():
+        for x, y in DataLoader(TensorDataset(X[:1280], Y[:1280]), batch_size=32):
+            model(x)
+    model.train()
+    for x, y in DataLoader(TensorDataset(X, Y), batch_size=64):
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+elif args.loop == "hand-sgd":
+    for step in range(args.steps):
+        i = step % 60
+        model.zero_grad()
+        loss = nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64])
+        loss.backward()
+        hand_update()
+elif args.loop == "eval-then-hand":
+    print("val", evaluate(10))  # its 10th call is inside the recorded window: dropped when the backward shows
+    for step in range(args.steps):
+        i = step % 60
+        model.zero_grad()
+        nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64]).backward()
+        hand_update()
+else:
+    parser.error(f"unknown loop {args.loop}")

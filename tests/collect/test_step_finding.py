@@ -1,0 +1,66 @@
+"""Step finding records the training's loop: not an evaluation run before it, and not only loops with torch.optim.
+
+Each test diagnoses a real script (``scripts/loops.py``) under the real collector, as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = Path(__file__).parent / "scripts" / "loops.py"
+
+
+def _diagnose(tmp_path: Path, loop: str, *options: str) -> tuple[dict, dict]:
+    out = tmp_path / "run"
+    cli = run_cli("diagnose", str(SCRIPT), "--out", str(out), "-q", "--no-escalate", *options, "--", "--loop", loop,
+                  cwd=tmp_path, timeout=300)
+    assert cli.code == 0, cli.output
+    facts = {f["name"]: f["value"] for f in json.loads((out / "findings.json").read_text())["facts"]}
+    return json.loads((out / "run.json").read_text()), facts
+
+
+def _trains(facts: dict) -> None:
+    """The recorded steps are training steps: each has a forward and a backward pass."""
+    assert facts["steps.count"] == 5
+    assert facts["workload.kind"] == "training"
+    assert facts["phases.backward.ms"] > 0 and facts["phases.forward.ms"] > 0
+
+
+@pytest.mark.parametrize("loop", ["eval-first", "eval-loader"])
+def test_an_evaluation_before_the_first_optimizer_step_is_skipped(tmp_path: Path, loop: str) -> None:
+    meta, facts = _diagnose(tmp_path, loop)
+    assert meta["step_method"] == "optimizer"
+    _trains(facts)
+    assert facts["steps.skipped_calls"] >= 40
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "was an evaluation, and was skipped" in report
+
+
+def test_a_hand_written_update_is_a_training_step(tmp_path: Path) -> None:
+    meta, facts = _diagnose(tmp_path, "hand-sgd")
+    assert meta["step_method"] == "backward"
+    _trains(facts)
+    # the update written by hand, from the end of the backward to the next forward, is the optimizer phase
+    assert facts["phases.optimizer.ms"] > 0
+    assert facts["steps.skipped_loop"] == ""
+
+
+def test_an_evaluation_taken_for_inference_gives_way_to_the_training_after_it(tmp_path: Path) -> None:
+    """No optimizer: the evaluation's model calls are taken for an inference loop until a backward shows."""
+    meta, facts = _diagnose(tmp_path, "eval-then-hand")
+    assert meta["step_method"] == "backward"
+    _trains(facts)
+    assert facts["steps.skipped_loop"] == "module" and facts["steps.skipped_steps"] >= 1
+
+
+def test_steps_module_counts_calls_of_a_model_that_trains(tmp_path: Path) -> None:
+    meta, facts = _diagnose(tmp_path, "hand-sgd", "--steps", "module")
+    assert meta["step_method"] == "module"
+    _trains(facts)
