@@ -117,6 +117,8 @@ class StepDriver:
         #: what the backend recorded: "none", "partial" (the script ended inside the window) or "complete"
         self.recorded = "none"
         self._lead_optimizer: int | None = None
+        #: inside optimizer.step(): a closure's backward passes (LBFGS) are the optimizer's steps, not steps
+        self._in_optimizer_step = 0
         self._batches = 0
         #: optimizers made, backward passes, an evaluation before the training (advisor.collect.training_signs)
         self.signs = TrainingSigns(self._backward_ended)
@@ -201,12 +203,14 @@ class StepDriver:
 
     # hooks -----------------------------------------------------------------------
     def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
+        self._in_optimizer_step += 1
         self.labels.optimizer_begin()
         if not self.labels.installed:
             return None
         return _with_closure_wrapped(args, kwargs, self.labels.wrap_closure)
 
     def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self._in_optimizer_step = max(self._in_optimizer_step - 1, 0)
         self.labels.optimizer_end()
         self.signs.trained = True
         if self._lead_optimizer is None:
@@ -310,6 +314,8 @@ class StepDriver:
 
     def _backward_ended(self) -> None:
         """A backward ran: the program trains. Steps found in its evaluation so far are not the training's."""
+        if self._in_optimizer_step:
+            self.signs.backward_pending = False  # a closure's: the optimizer's step marks the training's steps
         if self.method == "dataloader" and self.skipped is None and self.signs.evaluation_calls:
             self._adopt("dataloader")
         if self.method in ("optimizer", "dataloader", "time"):
@@ -323,9 +329,8 @@ class StepDriver:
                 and self.signs.evaluation_s() < self.cfg.window_start_s)
 
     def _adopt(self, method: str) -> bool:
-        """Take ``method`` for the training's steps in place of the one found first, counting from step 0 again
-        (the earlier loop's steps are not the training's); False where it is too late (the window was recorded)
-        or the user chose how steps are recognised."""
+        """Take ``method`` for the training's steps in place of the one found first; False where it is too late
+        (the window was recorded) or the user chose how steps are recognised."""
         if self.method == method and self.skipped is not None:
             return True
         if self.method is not None and self.cfg.step_method != "auto":
@@ -335,7 +340,10 @@ class StepDriver:
             return False  # an outer tool's capture range cannot be taken back
         earlier = self.method
         self.method = method
-        if earlier is not None or self.signs.evaluation_calls:
+        # Only an evaluation (model calls without autograd before the training) or an inference loop taken for the
+        # program's is skipped, counting from step 0 again. Batches or backward passes that give way to an
+        # optimizer's steps are the same loop, and its count runs on.
+        if earlier == "module" or self.signs.evaluation_calls:
             if self.skipped is None:
                 self.skipped = {"method": earlier, "steps": self.step, "evaluation_calls": self.signs.evaluation_calls,
                                 "seconds": round(self._skipped_s(), 3)}

@@ -58,6 +58,9 @@ PROVIDES = (
              "Lightning's automatic optimization); they count as forward and backward"),
     FactSpec("optimizer.closure_ms", "ms", "forward and backward time per step inside closures run by "
                                            "optimizer.step()"),
+    FactSpec("optimizer.closure_calls", "count", "closure evaluations per step that ran a forward or backward "
+             "(LBFGS evaluates its closure once, then again for each iteration and line-search point), from the "
+             "collector's marks; 0 without them"),
 )
 
 _EMPTY = (np.empty(0, "int64"), np.empty(0, "int64"))
@@ -70,6 +73,25 @@ def _kind(view: TraceView) -> str | None:
     if "forward" in seen:
         return "inference"
     return None
+
+
+def _closure_calls(view: TraceView) -> float:
+    """Closure marks per analysed step that hold some forward or backward time (each evaluation is marked)."""
+    e = view.events
+    marks = ((e["cat"] == "user_annotation") & (e["name"] == CLOSURE)).to_numpy()
+    if not marks.any() or not view.step_count:
+        return 0.0
+    found = view.phase_intervals
+    ns, ne = intervals.union(*(np.concatenate([found.get(p, _EMPTY)[i] for p in ("forward", "backward")])
+                               for i in (0, 1)))
+    ts, end = e["ts"].to_numpy()[marks], e["end"].to_numpy()[marks]
+    steps = view.steps
+    starts, ends = steps["start"].to_numpy("int64"), steps["end"].to_numpy("int64")
+    at = np.searchsorted(ends, ts, side="right")  # the step each mark begins in, where it does
+    in_step = (at < len(starts)) & (ts >= starts[np.minimum(at, len(starts) - 1)])
+    first = np.searchsorted(ne, ts, side="right")  # the first forward/backward interval ending after the mark begins
+    holds = (first < len(ns)) & (ns[np.minimum(first, len(ns) - 1)] < end)
+    return float((in_step & holds).sum()) / view.step_count
 
 
 def _closure_ns(view: TraceView) -> int:
@@ -162,6 +184,7 @@ def workload(view: TraceView) -> dict[str, Any]:
         closure = _closure_ns(view)
         out["optimizer.closure"] = closure > 0
         out["optimizer.closure_ms"] = closure / max(view.step_count, 1) / NS_PER_MS
+        out["optimizer.closure_calls"] = _closure_calls(view)
     elif kind == "inference":
         out.update(_autograd(view))
     return out
