@@ -7,13 +7,17 @@ A *step* is recognised, in this order of preference:
    only that lead optimizer advances the step.
 2. ``dataloader``: the start of each DataLoader batch, when no optimizer has
    stepped (evaluation over a DataLoader, hand-written updates).
-3. ``module``: the start of each call of the model, when neither of the
+3. ``backward``: the model's first call after each ``backward()``, in a loop
+   that updates its weights by hand (no ``torch.optim``, no DataLoader); the
+   update, from the end of the backward to that call, is the optimizer phase.
+4. ``module``: the start of each call of the model, when none of the
    above was seen first: inference and evaluation loops (``model(x)`` in a
    loop, ``generate()``-style decoding, where each call of the model is a
    step). The model is the first module called outermost (no other module
    running) in inference style, with autograd off (``torch.no_grad()``,
-   ``inference_mode``) or in eval mode; a training forward never opens it.
-4. ``time``: a window of ``window_s`` seconds. With ``--steps time`` it opens
+   ``inference_mode``) or in eval mode; a training forward never opens it
+   (with ``--steps module``, any call of the first module called does).
+5. ``time``: a window of ``window_s`` seconds. With ``--steps time`` it opens
    ``window_start_s`` seconds after the script starts; in ``auto`` mode,
    ``window_start_s`` after the first nn.Module call returns, if neither of the above
    was seen by then. (Not after the script's start: a long set-up before the
@@ -21,7 +25,14 @@ A *step* is recognised, in this order of preference:
    that calls no nn.Module needs ``--steps time``.
 
 A method found first gives way to one higher in the list when it appears
-(an optimizer step after a few evaluation batches), as the step count runs on.
+(an optimizer step after a few batches), as the step count runs on. The
+training's steps are the ones recorded, not an evaluation run before them
+(:mod:`advisor.collect.training_signs`): while an optimizer that was made waits
+for its first step, model calls without autograd and the batches around them
+are not counted (for ``window_start_s`` at most); and an inference loop found
+before a ``backward()`` showed gives way to the training's steps, counting
+from step 0 again and dropping what the schedule had begun to record
+(``skipped``, said in the report).
 
 The schedule is torch.profiler's: ``wait`` steps are skipped, ``warmup``
 steps run with the profiler prepared and the labels on, ``active`` steps are
