@@ -113,9 +113,12 @@ def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
     # After an error or a crash the advice is to fix that, not to profile differently.
     failed = result.outcome in ("error", "crashed")
     if result.step_method is None:
-        advice = "" if failed else "; use --steps time to record a time window"
-        return (f"the script {how} before any step was recognised (no optimizer.step(), no DataLoader "
-                f"batch, no call of a model){advice}")
+        # The time window opens --window-start seconds after the first nn.Module call (or the script's start with
+        # --steps time): for a script shorter than that, lowering it is what records something.
+        advice = "" if failed else (f"; the time window opens {cfg.window_start_s:g} s after the first nn.Module "
+                                    "call: lower --window-start (or use --steps time) to record one")
+        return (f"the script {how} before any step was recognised (no optimizer.step(), backward(), DataLoader "
+                f"batch or inference call of a model){advice}")
     steps = max((s.get("steps_seen") or 0 for s in result.statuses), default=0)
     advice = "" if failed else "; lower --wait/--warmup to profile earlier steps"
     return f"the script {how} after {steps} step(s), before {window} began{advice}"

@@ -64,3 +64,19 @@ def test_steps_module_counts_calls_of_a_model_that_trains(tmp_path: Path) -> Non
     meta, facts = _diagnose(tmp_path, "hand-sgd", "--steps", "module")
     assert meta["step_method"] == "module"
     _trains(facts)
+
+
+def test_a_script_shorter_than_the_time_window_is_told_to_open_it_earlier(tmp_path: Path) -> None:
+    """No step recognised: lowering --wait/--warmup cannot help, --window-start does."""
+    out = tmp_path / "run"
+    script = Path(__file__).parent / "scripts" / "model_only.py"
+    cli = run_cli("diagnose", str(script), "--out", str(out), "--no-escalate", "--", "--seconds", "1", "--train-mode",
+                  cwd=tmp_path, timeout=300)
+    text = " ".join(cli.output.replace("│", " ").split())
+    assert "before any step was recognised" in text and "lower --window-start" in text, cli.output
+    assert "--wait" not in text
+    # and what --window-start 0 records: a time window of the same script
+    again = run_cli("diagnose", str(script), "--out", str(tmp_path / "again"), "-q", "--no-escalate", "--window-start",
+                    "0", "--window", "0.5", "--", "--seconds", "3", "--train-mode", cwd=tmp_path, timeout=300)
+    assert again.code == 0, again.output
+    assert json.loads((tmp_path / "again" / "run.json").read_text())["step_method"] == "time"
