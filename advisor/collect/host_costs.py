@@ -48,6 +48,7 @@ import torch
 from torch import nn
 
 from advisor.collect.copy_costs import measure_copy_costs
+from advisor.collect.fault_cost import measure_fault_cost
 
 __all__ = ["measure_host_costs"]
 
@@ -122,7 +123,7 @@ def measure_host_costs() -> dict[str, Any]:
     ``autograd_us_by_kind``: the same for a matrix product, a normalisation, a pointwise op and an add, at the
     level a block of layers measured (``autograd_block_us``: per op of the block; ``autograd_block_scale``: the
     block over the chains); ``copy_us``: what a layout copy costs by size and pattern
-    (:mod:`advisor.collect.copy_costs`)."""
+    (:mod:`advisor.collect.copy_costs`); ``page_fault_us``: one page fault (:mod:`advisor.collect.fault_cost`)."""
     t_start = time.perf_counter()
     try:
         # The step boundary may come inside the script's own inference_mode(): leave it for the measurement.
@@ -160,4 +161,5 @@ def measure_host_costs() -> dict[str, Any]:
     return {"dispatch_us": round(plain["pointwise"], 3), "autograd_us": by_kind["pointwise"],
             "autograd_us_by_kind": by_kind, "autograd_block_us": round(block, 3),
             "autograd_block_scale": round(scale, 3), **({"copy_us": copies} if copies else {}),
+            **measure_fault_cost(),
             "probe_ms": round((time.perf_counter() - t_start) * 1e3, 1)}
