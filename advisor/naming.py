@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "CALLER_MARK",
     "CAPTURE_RANGE",
     "CLOSURE",
     "DIRECT_MARK",
@@ -30,6 +31,8 @@ __all__ = [
     "WORKERS_START_RANGE",
     "is_direct_label",
     "module_label",
+    "parse_caller_chain",
+    "parse_source_callers",
     "parse_source_label",
     "phase_of_label",
     "source_label",
@@ -81,23 +84,48 @@ SOURCE_PREFIX = "advisor::src "
 #: (a model's forward, say): ``advisor::src train.py:57 in augment [direct]``. A loop over samples makes its
 #: calls directly; a line that calls a whole model does not.
 DIRECT_MARK = " [direct]"
+#: joins the user's frames that called the labelled line's function straight from the user's code (no library
+#: frame between), innermost first: ``advisor::src m.py:8 in row [direct] < m.py:30 in forward``. A loop whose
+#: body calls a helper per row is found at the caller's line.
+CALLER_MARK = " < "
 MODULE_PREFIX = "advisor::module "
 _SOURCE = re.compile(r"^advisor::src (?P<file>.+):(?P<line>\d+) in (?P<func>.+?)(?: \[direct\])?$")
+_CALLER = re.compile(r"^(?P<file>.+):(?P<line>\d+) in (?P<func>.+)$")
 
 
-def source_label(path: str, line: int, func: str, direct: bool = False) -> str:
-    return f"{SOURCE_PREFIX}{path}:{line} in {func}" + (DIRECT_MARK if direct else "")
+def source_label(path: str, line: int, func: str, direct: bool = False,
+                 callers: tuple[tuple[str, int, str], ...] = ()) -> str:
+    return (f"{SOURCE_PREFIX}{path}:{line} in {func}" + (DIRECT_MARK if direct else "")
+            + "".join(f"{CALLER_MARK}{p}:{n} in {f}" for p, n, f in callers))
+
+
+def _own_part(name: str) -> str:
+    """The label without its callers."""
+    cut = name.find(CALLER_MARK)
+    return name if cut < 0 else name[:cut]
 
 
 def parse_source_label(name: str) -> tuple[str, int, str] | None:
-    """``"advisor::src a/b.py:12 in f"`` (or ``... in f [direct]``) -> ``("a/b.py", 12, "f")``."""
-    m = _SOURCE.match(name)
+    """``"advisor::src a/b.py:12 in f"`` (or ``... in f [direct]``, with or without callers) -> ``("a/b.py", 12, "f")``."""
+    m = _SOURCE.match(_own_part(name))
     return (m["file"], int(m["line"]), m["func"]) if m else None
+
+
+def parse_source_callers(name: str) -> tuple[tuple[str, int, str], ...]:
+    """The callers a source label names, innermost first (see :data:`CALLER_MARK`); () for none."""
+    cut = name.find(CALLER_MARK)
+    return parse_caller_chain(name[cut + len(CALLER_MARK):]) if cut >= 0 else ()
+
+
+def parse_caller_chain(chain: str) -> tuple[tuple[str, int, str], ...]:
+    """``"m.py:30 in forward < m.py:50 in main"`` (a label's callers) -> ``(("m.py", 30, "forward"), ...)``."""
+    found = (_CALLER.match(part) for part in chain.split(CALLER_MARK)) if chain else ()
+    return tuple((m["file"], int(m["line"]), m["func"]) for m in found if m)
 
 
 def is_direct_label(name: str) -> bool:
     """Whether a source label marks a call the user's line made itself (see :data:`DIRECT_MARK`)."""
-    return name.startswith(SOURCE_PREFIX) and name.endswith(DIRECT_MARK)
+    return name.startswith(SOURCE_PREFIX) and _own_part(name).endswith(DIRECT_MARK)
 
 
 def module_label(path: str) -> str:

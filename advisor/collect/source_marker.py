@@ -16,6 +16,19 @@ first, a call made by library code below the line, as when the line calls a
 whole model. Only outermost torch calls are wrapped: inside
 ``__torch_function__`` the mode is off, so nested calls are not seen twice.
 
+When the user's function was itself called straight from the user's code (a
+helper a loop calls per row, a comprehension's own frame), the label names
+those callers too, innermost first, up to :data:`_MAX_CALLERS`::
+
+    advisor::src model.py:8 in row [direct] < model.py:30 in forward
+
+so the analysis can find the loop around the call in the caller
+(:mod:`advisor.analyze.framework.source_loops`). The chain stops at the first
+library frame: a loop that calls a model (``nn.Module.__call__`` is torch's
+code) hands the model its work, and the model's calls are not the loop's. It
+costs one more frame looked at per torch call, and one per caller named
+(``bench/source_marker_cost.py``).
+
 The mode is inserted at the *bottom* of the torch-function mode stack, so a
 mode the script itself enters and leaves (``with torch.device(...)``) is
 never popped out of order. Under ``torch.compile`` tracing it steps aside.
@@ -40,6 +53,8 @@ from advisor.naming import source_label
 __all__ = ["SourceMarker", "library_roots"]
 
 _MAX_WALK = 64
+#: the user's callers a label names at most: a helper, a comprehension's frame and the function around it
+_MAX_CALLERS = 4
 #: the module through which torch functions written in Python dispatch to a TorchFunctionMode
 _OVERRIDES = os.path.abspath(torch.overrides.__file__)
 # Metadata queries make no op; labelling them would only bloat the trace.
@@ -72,7 +87,7 @@ class SourceMarker(TorchFunctionMode):
         # per frame walked on every torch call.
         self._display: dict[int, tuple[CodeType, str | None]] = {}
         self._dispatch: dict[int, tuple[CodeType, bool]] = {}
-        self._labels: dict[tuple[int, int, bool], str] = {}
+        self._labels: dict[tuple[Any, ...], str] = {}
         self._on_stack = False
 
     # the mode ------------------------------------------------------------------
@@ -89,14 +104,45 @@ class SourceMarker(TorchFunctionMode):
             code = frame.f_code
             display = self._user_path(code)
             if display is not None:
-                key = (id(code), frame.f_lineno, walked == 0)
+                callers = self._user_callers(frame)
+                key: tuple[Any, ...] = (id(code), frame.f_lineno, walked == 0)
+                if callers:  # most calls have none (a model's forward is called through nn.Module's code)
+                    key += callers
                 label = self._labels.get(key)
                 if label is None:
-                    label = self._labels[key] = source_label(display, key[1], code.co_name, direct=key[2])
+                    label = self._labels[key] = source_label(display, key[1], code.co_name, direct=key[2],
+                                                             callers=self._named(frame))
                 with fast_range(label):
                     return func(*args, **kwargs)
             frame = frame.f_back
         return func(*args, **kwargs)
+
+    def _user_callers(self, frame: FrameType) -> tuple[tuple[int, int], ...]:
+        """``(id(code), instruction offset)`` of the user's frames that called ``frame``'s function straight from
+        the user's code, innermost first.
+
+        The instruction offset, not the line: a frame's ``f_lineno`` scans its code's line table on every read
+        (about 0.4 us in a long function), and the walk runs on every torch call.
+        """
+        callers: tuple[tuple[int, int], ...] = ()
+        caller = frame.f_back
+        while caller is not None and len(callers) < _MAX_CALLERS:
+            code = caller.f_code
+            hit = self._display.get(id(code))
+            if (hit[1] if hit is not None and hit[0] is code else self._user_path(code)) is None:
+                break
+            callers += ((id(code), caller.f_lasti),)
+            caller = caller.f_back
+        return callers
+
+    def _named(self, frame: FrameType) -> tuple[tuple[str, int, str], ...]:
+        """The callers of :meth:`_user_callers` as the label names them (file, line, function)."""
+        named = []
+        caller = frame.f_back
+        for _ in self._user_callers(frame):
+            named.append((self._user_path(caller.f_code) or "", caller.f_lineno, caller.f_code.co_name))
+            caller = caller.f_back
+        return tuple(named)
 
     def _caller(self, frame: FrameType | None) -> FrameType | None:
         """The frame that called the torch function, past torch's own dispatch to this mode.

@@ -71,3 +71,47 @@ def test_direct_calls_and_calls_through_a_model_are_labelled_apart(tmp_path: Pat
     direct = {(str(n), int(line)): bool(d) for n, line, d in zip(names, ops["src_line"], ops["src_direct"])}
     assert direct[("aten::exp", LOOP)] and direct[("aten::select", LOOP)]
     assert not direct[("aten::linear", MIXED)] and direct[("aten::cross_entropy_loss", MIXED)]
+
+
+HELPER_CODE = '''\
+import torch
+
+
+def row(r):
+    return r.tanh()
+
+
+class Block(torch.nn.Module):
+    def forward(self, x):
+        return x.sigmoid()
+
+
+def run(x):
+    out = [row(r) for r in x]
+    return Block()(out[0])
+'''
+
+
+def test_a_helper_names_the_users_lines_that_called_it_and_a_module_does_not(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    path = tmp_path / "src" / "helpers.py"
+    path.write_text(HELPER_CODE)
+    spec = importlib.util.spec_from_file_location("helpers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    marker = SourceMarker([tmp_path / "src"])
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        marker.push_bottom()
+        marker.enabled = True
+        try:
+            module.run(torch.randn(3, 4))
+        finally:
+            marker.enabled = False
+            marker.remove()
+    labels = collections.Counter(e.name for e in prof.events() if e.name.startswith(SOURCE_PREFIX))
+    comprehension = "<listcomp>" if any("<listcomp>" in label for label in labels) else "run"  # 3.12 inlines it
+    chain = f" < helpers.py:14 in {comprehension}" + (" < helpers.py:14 in run" if comprehension != "run" else "")
+    # the chain stops at this test's own frame, which is not in the source root
+    assert labels[f"advisor::src helpers.py:5 in row [direct]{chain}"] == 3
+    # Block.forward is called through nn.Module's code: its caller is not named
+    assert labels["advisor::src helpers.py:10 in forward [direct]"] == 1

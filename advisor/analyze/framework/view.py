@@ -18,11 +18,13 @@ and derives, once and lazily, what several analyzers need:
     the line is the call site, not the function's first line; ``src_direct``:
     the line made the call itself, not through library code below it;
     ``src_via``: "backward" for autograd's work charged to the forward op's
-    line) and the ``module`` path. Of the events' columns it carries only
+    line; ``src_callers``: the user's frames that called the line's function
+    from the user's code, as the label names them, ``"m.py:30 in forward"``
+    joined by ``" < "``, innermost first, "" for none) and the ``module`` path. Of the events' columns it carries only
     :data:`HOST_COLUMNS` (``cat`` and ``name`` stay Categoricals); ``event``
     is each row's index in ``events``, for any other column
     (:meth:`TraceView.host_column`). Texts (``src_file``, ``src_func``,
-    ``src_via``, ``module``, ``phase``) are Categoricals; row numbers
+    ``src_via``, ``src_callers``, ``module``, ``phase``) are Categoricals; row numbers
     (``event``, ``parent``), ``depth`` and ``step`` are int32.
 ``phase_intervals``
     phase -> merged (starts, ends) on the main thread; see :mod:`.phases`.
@@ -48,7 +50,8 @@ from advisor.analyze.framework import event_names as by_name, gpu_links, phases
 from advisor.analyze.framework.source_labels import (is_user_frame, parse_module_name, parse_python_frame,
                                                      parse_source_label, python_frame_kind)
 from advisor.load.kineto import KinetoTrace
-from advisor.naming import PARTIAL_STEP, PHASE_NAMES, PHASE_ORDER, SOURCE_PREFIX, STEP_PREFIX, is_direct_label
+from advisor.naming import (CALLER_MARK, PARTIAL_STEP, PHASE_NAMES, PHASE_ORDER, SOURCE_PREFIX, STEP_PREFIX,
+                            is_direct_label)
 
 __all__ = ["HOST_CATS", "HOST_COLUMNS", "TraceView"]
 
@@ -352,7 +355,8 @@ class TraceView:
         codes, uniques = self._host_codes()
         sites: dict[tuple[str, int, str], int] = {("", -1, ""): 0}  # site 0: none
         modules: dict[str, int] = {"": 0}
-        per_name = np.zeros((4, len(uniques) + 1), "int64")  # label site, frame site, module, is a module
+        chains: dict[str, int] = {"": 0}
+        per_name = np.zeros((5, len(uniques) + 1), "int64")  # label site, frame site, module, is a module, callers
         is_label = np.zeros(len(uniques) + 1, bool)
         direct_label = np.zeros(len(uniques) + 1, bool)
         frame_kind = np.zeros(len(uniques) + 1, "int8")
@@ -364,6 +368,8 @@ class TraceView:
                 is_label[i] = True
                 direct_label[i] = is_direct_label(name)
                 per_name[0, i] = sites.setdefault(label, len(sites))
+                cut = name.find(CALLER_MARK)
+                per_name[4, i] = chains.setdefault(name[cut + len(CALLER_MARK):] if cut >= 0 else "", len(chains))
             if frame is not None:
                 per_name[1, i] = sites.setdefault(frame, len(sites))
             if module is not None:
@@ -379,6 +385,8 @@ class TraceView:
         mod_idx = intervals.enclosing(parent, depth, is_module)
         take = (src_idx >= 0) & ~is_src
         site[take] = site[src_idx[take]]
+        callers = np.where(is_src, per_name[4][row], 0)
+        callers[take] = callers[src_idx[take]]
         exact = src_idx >= 0
         fallback = (~exact) & (py_idx >= 0)
         site[fallback] = site[py_idx[fallback]]
@@ -389,17 +397,19 @@ class TraceView:
         module[inherit] = module[mod_idx[inherit]]
         site_list = list(sites)
         site_lines = np.array([s[1] for s in site_list], "int64")
-        via = self._backward_to_forward(host, parent, depth, site, site_lines, exact, direct)
+        via = self._backward_to_forward(host, parent, depth, site, site_lines, exact, direct, callers)
         host["src_file"] = _coded([s[0] for s in site_list], site)
         host["src_line"] = site_lines[site]
         host["src_func"] = _coded([s[2] for s in site_list], site)
         host["src_exact"] = exact
         host["src_direct"] = direct
         host["src_via"] = _coded(["", "backward"], via.astype("int8"))
+        host["src_callers"] = _coded(list(chains), callers)
         host["module"] = _coded(list(modules), module)
 
     def _backward_to_forward(self, host: dict[str, Any], parent: np.ndarray, depth: np.ndarray, site: np.ndarray,
-                             site_lines: np.ndarray, exact: np.ndarray, direct: np.ndarray) -> np.ndarray:
+                             site_lines: np.ndarray, exact: np.ndarray, direct: np.ndarray,
+                             callers: np.ndarray) -> np.ndarray:
         """Give backward ops the source line of the forward op they differentiate; returns which rows got one.
 
         Autograd runs ``autograd::engine::evaluate_function: XBackward0`` with the
@@ -434,7 +444,7 @@ class TraceView:
         match = has & (fwd_seq[k] == seq[np.maximum(owner, 0)])
         src = fwd_rows[k[match]]
         rows = np.flatnonzero(match)
-        site[rows], exact[rows], direct[rows] = site[src], exact[src], direct[src]
+        site[rows], exact[rows], direct[rows], callers[rows] = site[src], exact[src], direct[src], callers[src]
         via[rows] = True
         return via
 
