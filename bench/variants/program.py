@@ -187,6 +187,7 @@ class Prog:
     finish: list[str] = field(default_factory=list)       # main(), after the loop
     custom_loop: list[str] | None = None                  # main()'s loop, written by the family
     after_batches: list[str] = field(default_factory=list)  # main(), right after the batches are made
+    trainer_args: str = ""                                # more arguments of Lightning's Trainer
 
     def settings(self, *items: Setting) -> list[str]:
         """Adds the settings' module code and imports; returns their setup lines for main()."""
@@ -306,7 +307,8 @@ def _lightning(p: Prog) -> tuple[list[str], list[str]]:
             "    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:", "        _tick()", "",
             "    def configure_optimizers(self):", f"        return {opt}\n"]
     lines = ["trainer = L.Trainer(max_steps=STEPS, accelerator=\"cpu\", devices=1, logger=False,",
-             "                    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)",
+             "                    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False"
+             f"{p.trainer_args})",
              "trainer.fit(LitModule(model), loader)"]
     return defs, lines
 

@@ -76,9 +76,11 @@ def judge(entry: dict, truth: dict | None, run: dict) -> dict:
         out["estimate_ms"] = estimate
         if estimate is not None and gain > 0:
             out["error"] = (estimate - gain) / gain
-            stretch = (run.get("steps") or {}).get("profiler_overhead")
-            if stretch:
-                out["error_scaled"] = (estimate / stretch - gain) / gain
+            steps = run.get("steps") or {}
+            recorded, bare = steps.get("time_ms_median"), steps.get("unprofiled_ms")
+            if recorded and bare:  # the profiler's stretch of a step
+                out["stretch"] = recorded / bare
+                out["error_scaled"] = (estimate / out["stretch"] - gain) / gain
     return out
 
 
@@ -185,6 +187,23 @@ def table(summary: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def retable(paths: list[Path], out: Path | None) -> int:
+    """The table of saved runs, each variant judged again from its recorded truth and diagnoses."""
+    merged: dict[str, dict] = {}
+    for path in paths:
+        for record in json.loads(path.read_text())["records"]:
+            merged[record["name"]] = record
+    records = list(merged.values())
+    for r in records:
+        r["judged"] = judge(r, r["truth"] if "error" not in r["truth"] else None, r["advisor"])
+    summary = summarize(records)
+    print(table(summary))
+    if out:
+        out.write_text(json.dumps({"merged_from": [str(p) for p in paths], "summary": summary, "records": records},
+                                  indent=1) + "\n")
+    return 0
+
+
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -217,13 +236,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2, help="plain runs of each script for the truth")
     parser.add_argument("--jobs", type=int, default=1, help="variants at once (timing wants a quiet machine: 1)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds for one advisor run")
+    parser.add_argument("--threads", type=int, help="OMP_NUM_THREADS for every run (default: the runner's own); "
+                                                   "scripts that set their own threads keep theirs")
     parser.add_argument("--out", type=Path, default=Path("bench/out") / time.strftime("variants-%Y%m%d-%H%M%S"))
     parser.add_argument("--json", type=Path, help="write every record and the summary here")
-    parser.add_argument("--table-only", type=Path, metavar="JSON", help="print the table of a saved --json")
+    parser.add_argument("--table-only", type=Path, nargs="+", metavar="JSON",
+                        help="print the table of saved --json files, judged again (a later file's runs of a "
+                             "variant replace an earlier one's); with --json, write the merged records there")
     args = parser.parse_args(argv)
     if args.table_only:
-        print(table(json.loads(args.table_only.read_text())["summary"]))
-        return 0
+        return retable(args.table_only, args.json)
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
     families = args.families.split(",") if args.families else None
     if families and (unknown := [f for f in families if f not in NAMES]):
         log(f"no family {', '.join(unknown)}; the families are: {', '.join(NAMES)}")
@@ -238,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     root = root.resolve()
     started, load_start = time.time(), load_average()
     log(f"{len(entries)} variants from {root} (seed {manifest['seed']}), runs under {out}; load average "
-        f"{load_start}")
+        f"{load_start}; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
     records: list[dict] = []
 
     def task(i_entry: tuple[int, dict]) -> dict:
@@ -256,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{(time.time() - started) / 60:.0f} min")
     if args.json:
         args.json.write_text(json.dumps({"seed": manifest["seed"], "commit": commit(), "load_start": load_start,
+                                         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
                                          "load_end": load_end, "summary": summary, "records": records}, indent=1)
                              + "\n")
     return 0

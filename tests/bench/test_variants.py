@@ -79,7 +79,7 @@ def test_the_table_counts_recall_false_alarms_and_estimates() -> None:
         truth = {"variant_ms": 20.0, "fixed_ms": 20.0 * (1 - gain_share), "gain_ms": 20.0 * gain_share,
                  "gain_share": gain_share}
         entry = {"rules": [] if healthy else ["CPU001"]}
-        advisor = {"diagnoses": fired, "steps": {"count": 5, "profiler_overhead": 2.0}}
+        advisor = {"diagnoses": fired, "steps": {"count": 5, "time_ms_median": 40.0, "unprofiled_ms": 20.0}}
         r = {"name": name, "family": "loops", "axes": {}, "rules": entry["rules"], "healthy": healthy,
              "truth": truth, "advisor": advisor, "advisor_fixed": {"diagnoses": twin}}
         r["judged"] = bench_run.judge(entry, truth, advisor)
@@ -93,7 +93,7 @@ def test_the_table_counts_recall_false_alarms_and_estimates() -> None:
     s = bench_run.summarize(records)["loops"]
     assert (s["judged"], s["detected"], s["false_alarm_runs"], s["quiet_runs"]) == (2, 1, 1, 3)
     assert s["within_tolerance"] == 1 and s["median_error"] == pytest.approx(0.1)
-    assert s["median_error_scaled"] == pytest.approx(-0.45)       # 11 / 2.0 against 10
+    assert s["median_error_scaled"] == pytest.approx(-0.45)       # 11 / (40 / 20) against 10
     assert "1/2" in bench_run.table({"loops": s})
 
 

@@ -26,8 +26,9 @@ class Anomaly(Family):
     }
 
     def valid(self, axes: dict[str, str]) -> bool:
-        if axes["driver"] == "lightning":  # the step's lines are Lightning's: only a switch set before it
-            return axes["how"] in ("global", "around_loop") and axes["model"] in ("mlp", "gru")
+        if axes["driver"] == "lightning":
+            # Lightning's fit sets anomaly detection from its own flag, whatever was set around it
+            return axes["how"] in ("global", "config") and axes["model"] in ("mlp", "gru")
         return axes["driver"] != "closure" or axes["how"] != "around_backward"
 
     def program(self, axes: dict[str, str], rng: random.Random, fixed: bool) -> Prog:
@@ -39,7 +40,14 @@ class Anomaly(Family):
             p.optimizer = None
         how = axes["how"]
         on = "False" if fixed else "True"
-        if how == "global":
+        if axes["driver"] == "lightning":
+            if how == "config":
+                s = setting(how, "detect_anomaly", on, kind="bool")
+                p.setup_early = p.settings(s)
+                p.trainer_args = f", detect_anomaly={s.expr}"
+            else:
+                p.trainer_args = f", detect_anomaly={on}"
+        elif how == "global":
             p.setup_early = [f"torch.autograd.set_detect_anomaly({on})"]
         elif how == "check_nan_off":
             p.setup_early = [f"torch.autograd.set_detect_anomaly({on}, check_nan=False)"]

@@ -1,8 +1,8 @@
 """CPU memory churn: a large temporary buffer allocated and freed in every step.
 
 Buffers of tens of MB go to mmap and back to the system when freed, so every step faults their pages in
-afresh. No built-in rule covers it on the CPU today (GPU010 is the allocator's churn on a GPU): the family
-reports what fires, and its recall is not judged."""
+afresh. CPU005 (host-memory-faulted-in-every-step) tells it; it was being written when this family was (GPU010 is
+the allocator's churn on a GPU, not this)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def noisy_targets(out: torch.Tensor, workspace: torch.Tensor | None = None) -> t
 
 class MemoryChurn(Family):
     name = "memory_churn"
-    rules = ()
+    rules = ("CPU005",)
     summary = "a large temporary buffer is allocated and freed in every step"
     axes = {
         "what": ("torch_zeros", "numpy_buffer", "stacked_frames", "param_snapshot", "helper_workspace",
