@@ -262,3 +262,23 @@ def test_a_line_that_calls_a_whole_model_is_not_a_loop(folder: str) -> None:
     top = facts["lines.by_ops"][0]
     assert top["ops_per_step"] >= 100 and top["direct_ops_per_step"] <= 2, top
     assert all(row["direct_ops_per_step"] <= 2 for row in facts["lines.loops"])
+
+
+def test_calls_made_once_per_run_do_not_outvote_a_body_of_one_operator() -> None:
+    """``torch.stack([F.cross_entropy(out[i:i+1], y[i:i+1]) for i in ...]).mean()``: the body makes two slices and
+    one cross_entropy a sample; the stack and the mean around it run once. Two keys made one call each and one key
+    made 128: the once-per-run calls must not make the loop one iteration long (and so save nothing)."""
+    import pandas as pd
+
+    from advisor.analyze.framework.python_loops import _iterations
+
+    rows = []
+    for step in range(2):
+        rows += [{"unit": 0, "step": step, "run": 0, "src_direct": True, "src_file": "t.py", "src_line": 9,
+                  "src_func": "main", "callers": "", "name": name} for name in ("aten::stack", "aten::mean")]
+        for _ in range(128):
+            rows += [{"unit": 0, "step": step, "run": 0, "src_direct": True, "src_file": "t.py", "src_line": 9,
+                      "src_func": "<listcomp>", "callers": "", "name": name}
+                     for name in ("aten::slice", "aten::slice", "aten::cross_entropy_loss")]
+    iterations = _iterations(pd.DataFrame(rows))
+    assert iterations[0] >= 128

@@ -215,14 +215,22 @@ def _iterations(forward: pd.DataFrame) -> pd.Series:
 
     Each (line, callers, operator) of a body runs once per iteration, or a fixed number of times (two ``x[i]``
     on one line), or less under a branch, or once per run (the iterable in a ``for`` header): the most common of
-    their counts in a step, the larger on a tie, is the iterations per step; the median over steps, over the runs
-    per step, is the count per run. Only the calls the body's lines make themselves count where there are any:
+    their counts in a step, the larger on a tie, is the iterations per step, leaving out the calls made once per
+    run where the body made more (a ``torch.stack`` and a ``.mean()`` around a comprehension of one
+    ``cross_entropy`` a sample outnumbered its one key); the median over steps, over the runs per step, is the
+    count per run. Only the calls the body's lines make themselves count where there are any:
     one execution of a line that calls library code (``optimizer.step()``, a model) makes many calls of one
     operator, one per parameter or layer."""
     has_direct = forward.groupby("unit")["src_direct"].transform("any").to_numpy()
     counted = forward[forward["src_direct"].to_numpy() | ~has_direct]
     keys = [*_SITE, "callers", "name"]
     counts = counted.groupby(["unit", "step", *keys], observed=True).size().rename("n").reset_index()
+    runs_in_step = forward.groupby(["unit", "step"])["run"].nunique().rename("runs").reset_index()
+    counts = counts.merge(runs_in_step, on=["unit", "step"], how="left")
+    # Calls made once per run (the iterable of a for header, a torch.stack around a comprehension, the .mean()
+    # after it) are not the body's: where the body made more, they must not outvote a body of few operators.
+    counts["body"] = counts["n"] > counts["runs"]
+    counts = counts[counts["body"] | ~counts.groupby(["unit", "step"])["body"].transform("any")]
     popular = counts.groupby(["unit", "step", "n"]).size().rename("keys").reset_index()
     popular = popular.sort_values(["keys", "n"]).drop_duplicates(["unit", "step"], keep="last")
     per_step = popular.groupby("unit")["n"].median()
