@@ -316,7 +316,9 @@ class StepDriver:
             self.labels.optimizer_end()  # the hand-written update ends where the next forward begins
             self._boundary()
             return True
-        if self.method in (None, "module") and self._adopt("backward"):
+        # With an optimizer made, its steps are the training's: backward passes come several to a step where
+        # gradients accumulate over micro-batches, so they mark steps only in a loop with no optimizer.
+        if self.method in (None, "module") and not self.signs.optimizer_made and self._adopt("backward"):
             self._model = None
             self._stop_clock()
             self._unwatch_modules(keep_pre=True)
@@ -351,6 +353,9 @@ class StepDriver:
             return False  # an outer tool's capture range cannot be taken back
         earlier = self.method
         self.method = method
+        if earlier == "backward" and self.labels.hand_update:  # the update is the optimizer's from now on
+            self.labels.optimizer_end()
+            self.labels.hand_update = False
         # Only an evaluation (model calls without autograd before the training) or an inference loop taken for the
         # program's is skipped, counting from step 0 again. Batches or backward passes that give way to an
         # optimizer's steps are the same loop, and its count runs on.

@@ -60,6 +60,17 @@ def test_an_evaluation_taken_for_inference_gives_way_to_the_training_after_it(tm
     assert facts["steps.skipped_loop"] == "module" and facts["steps.skipped_steps"] >= 1
 
 
+def test_micro_batches_accumulated_over_an_optimizer_step_are_one_step(tmp_path: Path) -> None:
+    """Four backward passes before the optimizer's first step are not four steps, and none of the micro-batches'
+    forward passes is taken for a hand-written update."""
+    # a short schedule, so that the labels go on while the first backward passes are all that was seen
+    meta, facts = _diagnose(tmp_path, "accumulate", "--wait", "1", "--warmup", "1")
+    assert meta["step_method"] == "optimizer"
+    _trains(facts)
+    assert facts["phases.optimizer.share"] < 0.2 < facts["phases.forward.share"]
+    assert facts["steps.skipped_loop"] == ""
+
+
 def test_steps_module_counts_calls_of_a_model_that_trains(tmp_path: Path) -> None:
     meta, facts = _diagnose(tmp_path, "hand-sgd", "--steps", "module")
     assert meta["step_method"] == "module"

@@ -4,6 +4,7 @@
     python loops.py --loop eval-loader     # the same, the evaluation and the training over DataLoaders
     python loops.py --loop hand-sgd        # batches sliced from a tensor, p.data.add_(p.grad) by hand
     python loops.py --loop eval-then-hand  # no optimizer: 10 calls under no_grad, then a hand-written update
+    python loops.py --loop accumulate      # four micro-batches, each forward and backward, per optimizer step
 """
 
 import argparse
@@ -71,5 +72,13 @@ elif args.loop == "eval-then-hand":
         model.zero_grad()
         nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64]).backward()
         hand_update()
+elif args.loop == "accumulate":
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for step in range(args.steps):
+        for micro in range(4):
+            i = (step * 4 + micro) % 60
+            (nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64]) / 4).backward()
+        opt.step()
+        opt.zero_grad()
 else:
     parser.error(f"unknown loop {args.loop}")
