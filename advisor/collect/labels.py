@@ -202,7 +202,7 @@ class PhaseLabels:
         #: the fetches timed while the labels were on (the warm-up and recorded steps)
         self.fetch_times = FetchTimes()
         #: steps found by their backward passes (an update written by hand, no torch.optim): the time from the end
-        #: of a backward to the next forward is the update, marked as the optimizer phase (see update_begin)
+        #: of a backward to the next forward is the update, marked as the optimizer phase (optimizer_begin(labelled=False))
         self.hand_update = False
 
     @property
@@ -343,24 +343,19 @@ class PhaseLabels:
                 rng.close()
                 labels.current = outer
                 if labels.hand_update:
-                    labels.update_begin()
+                    labels.optimizer_begin(labelled=False)
 
         return wrapper
 
     # optimizer: called by the step driver, which owns the global optimizer hooks
     # so that the optimizer range always closes before the step boundary.
-    def optimizer_begin(self) -> None:
-        """Open the optimizer range; a no-op inside one (GradScaler.step calling optimizer.step)."""
+    def optimizer_begin(self, labelled: bool = True) -> None:
+        """Open the optimizer range; a no-op inside one (GradScaler.step calling optimizer.step). ``labelled=False``
+        for an update written by hand (opened after a backward, closed by the step driver at the next forward):
+        the range spans many lines, each labelled by its own calls, so it gets no call site of its own."""
         if self.installed and self.current is None:
-            self._optimizer = self._phase("optimizer")
-            self._optimizer.open()
-            self.current = "optimizer"
-
-    def update_begin(self) -> None:
-        """Open the optimizer range for an update written by hand, after a backward; the step driver closes it
-        at the next forward. Without a source label: the range spans many lines, each labelled by its calls."""
-        if self.installed and self.current is None:
-            self._optimizer = _Ranges(Range(PHASE_NAMES["optimizer"], self.nvtx))
+            self._optimizer = self._phase("optimizer") if labelled else _Ranges(Range(PHASE_NAMES["optimizer"],
+                                                                                      self.nvtx))
             self._optimizer.open()
             self.current = "optimizer"
 

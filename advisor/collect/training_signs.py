@@ -65,12 +65,6 @@ class TrainingSigns:
     def evaluation_s(self) -> float:
         return 0.0 if self.evaluation_since is None else time.monotonic() - self.evaluation_since
 
-    def summary(self) -> dict[str, Any] | None:
-        """For the run's status: the evaluation that ran before the training, when one did."""
-        if not self.evaluation_calls:
-            return None
-        return {"evaluation_calls": self.evaluation_calls, "optimizer_made": self.optimizer_made}
-
     def _made(self) -> None:
         self.optimizer_made = True
 

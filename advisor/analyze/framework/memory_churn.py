@@ -15,11 +15,10 @@ that headroom also hides the script's own churn (``memory.churn_hidden``).
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from advisor.analyze.findings import FactSpec
-from advisor.analyze.framework.per_step import unprofiled_step_ms
+from advisor.analyze.framework.per_step import median_faults, unprofiled_step_ms
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import analyzer
 
@@ -46,11 +45,11 @@ def memory_churn(view: TraceView) -> dict[str, Any]:
     unprofiled = unprofiled_step_ms(view.run_meta.get("unprofiled_step_ms"))
     if not isinstance(heap, dict) or unprofiled is None:
         return {}
-    faults = _median(heap.get("unprofiled_faults"))
+    faults = median_faults(heap, "unprofiled_faults")
     if faults is None:
         return {}
     page = heap.get("page_bytes") or costs.get("page_bytes") or 4096
-    window = _median(heap.get("window_faults"))
+    window = median_faults(heap, "window_faults")
     headroom = heap.get("headroom")
     out: dict[str, Any] = {
         "memory.churn_bytes": faults * page,
@@ -64,8 +63,3 @@ def memory_churn(view: TraceView) -> dict[str, Any]:
         out.update({"memory.page_fault_us": float(fault_us), "memory.churn_ms": churn_ms,
                     "memory.churn_share": min(churn_ms / unprofiled[0], 1.0)})
     return out
-
-
-def _median(counts: Any) -> float | None:
-    known = [c for c in counts or [] if isinstance(c, (int, float)) and not isinstance(c, bool)]
-    return float(statistics.median(known)) if known else None

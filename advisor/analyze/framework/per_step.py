@@ -11,8 +11,8 @@ import pandas as pd
 from advisor.analyze.framework.view import TraceView
 from advisor.naming import SOURCE_PREFIX, parse_source_label
 
-__all__ = ["NS_PER_MS", "call_site_of", "call_site_of_rows", "in_steps", "median_step_ms", "per_step_ms",
-           "profiler_stretch", "site", "step_ms", "unprofiled_step_ms"]
+__all__ = ["NS_PER_MS", "call_site_of", "call_site_of_rows", "in_steps", "median_faults", "median_step_ms",
+           "per_step_ms", "profiler_stretch", "site", "step_ms", "unprofiled_step_ms"]
 
 NS_PER_MS = 1e6
 
@@ -34,6 +34,14 @@ def unprofiled_step_ms(times: Any) -> tuple[float, int] | None:
         return None
     known = [float(t) for t in times if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0]
     return (statistics.median(known), len(known)) if known else None
+
+
+def median_faults(heap: Any, key: str) -> float | None:
+    """The median minor page faults of run.json's ``heap[key]`` (``window_faults``: the recorded steps,
+    ``unprofiled_faults``: those timed after them without the profiler); None where none were counted."""
+    counts = heap.get(key) if isinstance(heap, dict) else None
+    known = [c for c in counts or [] if isinstance(c, (int, float)) and not isinstance(c, bool)]
+    return float(statistics.median(known)) if known else None
 
 
 def profiler_stretch(view: TraceView) -> float | None:

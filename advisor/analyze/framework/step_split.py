@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from advisor.analyze.findings import FactSpec, records
-from advisor.analyze.framework.per_step import NS_PER_MS, median_step_ms, unprofiled_step_ms
+from advisor.analyze.framework.per_step import NS_PER_MS, median_faults, median_step_ms, unprofiled_step_ms
 from advisor.analyze.framework.phases import split_step
 from advisor.analyze.framework.view import TraceView
 from advisor.analyze.registry import analyzer
@@ -171,9 +170,9 @@ def _faults(heap: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, fact in (("window_faults", "steps.window_fault_bytes"),
                        ("unprofiled_faults", "steps.unprofiled_fault_bytes")):
-        counts = [c for c in heap.get(key) or [] if isinstance(c, (int, float))]
-        if counts:
-            out[fact] = statistics.median(counts) * page
+        faults = median_faults(heap, key)
+        if faults is not None:
+            out[fact] = faults * page
     headroom = heap.get("headroom")
     if isinstance(headroom, dict) and headroom.get("kept"):
         out["steps.heap_headroom_bytes"] = round((headroom.get("mb") or 0) * 2**20)

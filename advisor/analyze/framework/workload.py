@@ -75,16 +75,29 @@ def _kind(view: TraceView) -> str | None:
     return None
 
 
-def _closure_calls(view: TraceView) -> float:
-    """Closure marks per analysed step that hold some forward or backward time (each evaluation is marked)."""
+def _forward_backward(view: TraceView) -> tuple[np.ndarray, np.ndarray]:
+    """The forward and backward phase intervals, as one sorted union."""
+    found = view.phase_intervals
+    return intervals.union(*(np.concatenate([found.get(p, _EMPTY)[i] for p in ("forward", "backward")])
+                             for i in (0, 1)))
+
+
+def _closure_marks(view: TraceView) -> tuple[np.ndarray, np.ndarray] | None:
+    """Start and end of the collector's closure marks; None in a trace without them."""
     e = view.events
     marks = ((e["cat"] == "user_annotation") & (e["name"] == CLOSURE)).to_numpy()
-    if not marks.any() or not view.step_count:
+    if not marks.any():
+        return None
+    return e["ts"].to_numpy()[marks], e["end"].to_numpy()[marks]
+
+
+def _closure_calls(view: TraceView, marks: tuple[np.ndarray, np.ndarray] | None,
+                   nested: tuple[np.ndarray, np.ndarray]) -> float:
+    """Closure marks per analysed step that hold some forward or backward time (each evaluation is marked)."""
+    if marks is None or not view.step_count:
         return 0.0
-    found = view.phase_intervals
-    ns, ne = intervals.union(*(np.concatenate([found.get(p, _EMPTY)[i] for p in ("forward", "backward")])
-                               for i in (0, 1)))
-    ts, end = e["ts"].to_numpy()[marks], e["end"].to_numpy()[marks]
+    ns, ne = nested
+    ts, end = marks
     steps = view.steps
     starts, ends = steps["start"].to_numpy("int64"), steps["end"].to_numpy("int64")
     at = np.searchsorted(ends, ts, side="right")  # the step each mark begins in, where it does
@@ -94,21 +107,14 @@ def _closure_calls(view: TraceView) -> float:
     return float((in_step & holds).sum()) / view.step_count
 
 
-def _closure_ns(view: TraceView) -> int:
+def _closure_ns(view: TraceView, marks: tuple[np.ndarray, np.ndarray] | None,
+                nested: tuple[np.ndarray, np.ndarray]) -> int:
     """Nanoseconds of forward and backward inside closures within the analysed steps, from the collector's marks or,
     without them, inside the optimizer's ranges.
 
     The forward and backward, not the closure: Lightning's manual optimization passes ``optimizer.step()`` a closure
     that does nothing (the script ran forward and backward before it), which is no closure loop."""
-    e = view.events
-    found = view.phase_intervals
-    nested = intervals.union(*(np.concatenate([found.get(p, _EMPTY)[i] for p in ("forward", "backward")])
-                               for i in (0, 1)))
-    marks = ((e["cat"] == "user_annotation") & (e["name"] == CLOSURE)).to_numpy()
-    if marks.any():
-        closures = intervals.union(e["ts"].to_numpy()[marks], e["end"].to_numpy()[marks])
-    else:
-        closures = found.get("optimizer", _EMPTY)
+    closures = intervals.union(*marks) if marks is not None else view.phase_intervals.get("optimizer", _EMPTY)
     spans = intervals.intersect(*closures, *nested)
     steps = view.steps  # step by step: the analysed steps may have left-out ones between them
     return intervals.covered(*intervals.intersect(*spans, steps["start"].to_numpy("int64"),
@@ -181,10 +187,11 @@ def workload(view: TraceView) -> dict[str, Any]:
     kind = _kind(view)
     out: dict[str, Any] = {"workload.kind": kind}
     if kind == "training":
-        closure = _closure_ns(view)
+        marks, nested = _closure_marks(view), _forward_backward(view)
+        closure = _closure_ns(view, marks, nested)
         out["optimizer.closure"] = closure > 0
         out["optimizer.closure_ms"] = closure / max(view.step_count, 1) / NS_PER_MS
-        out["optimizer.closure_calls"] = _closure_calls(view)
+        out["optimizer.closure_calls"] = _closure_calls(view, marks, nested)
     elif kind == "inference":
         out.update(_autograd(view))
     return out
