@@ -107,7 +107,9 @@ def _stopped_note(result: FrameworkResult, cfg: CollectorConfig) -> str | None:
     if result.step_method == "time":
         window = f"the {cfg.window_s:g} s time window"
     else:
-        window = f"the profiled window (steps {cfg.wait + cfg.warmup} to {cfg.wait + cfg.warmup + cfg.active - 1})"
+        plan = next((st["schedule"] for st in result.statuses if st.get("schedule")), cfg.schedule())
+        first = plan["wait"] + plan["warmup"]
+        window = f"the profiled window (steps {first} to {first + plan['active'] - 1})"
     if profile == "partial":
         return f"the script {how} during {window}; the steps it finished until then were analysed"
     # After an error or a crash the advice is to fix that, not to profile differently.
@@ -211,7 +213,8 @@ class _ScriptRun(StageHooks):
             outcome=result.outcome, exit_code=result.exit_code, outcome_text=outcome_sentence(result),
             stopped_by=result.stopped_by, profile=result.profile, wall_s=result.wall_s,
             finished_at=time.strftime("%Y-%m-%d %H:%M:%S"), step_method=result.step_method, error=result.error,
-            steps_skipped=first.get("steps_skipped"),
+            steps_skipped=first.get("steps_skipped"), schedule=first.get("schedule"),
+            closure_unit=first.get("closure_unit"),
             environment=first.get("environment", {}), threads_at_capture=first.get("threads_at_capture"),
             host_costs=first.get("host_costs"), unprofiled_step_ms=first.get("unprofiled_step_ms") or [],
             heap=first.get("heap"),

@@ -30,11 +30,15 @@ def diagnose(
     script_args: Annotated[Optional[list[str]], typer.Argument(
         help="Arguments for the script; put them after `--`.", show_default=False, metavar="ARGS")] = None,
     out: OutOption = None,
-    wait: Annotated[int, typer.Option(min=0, help="Steps to skip before profiling (start-up, autotuning).")] = 5,
-    warmup: Annotated[int, typer.Option(min=0, help="Steps run with the profiler warming up, not recorded.")] = 3,
-    active: Annotated[int, typer.Option(min=1, help=(
-        "Steps recorded and analysed; as many again then run without the profiler, timed (at most as long "
-        "again), to say what profiling added."))] = 5,
+    wait: Annotated[Optional[int], typer.Option(min=0, show_default=False, help=(
+        "Steps to skip before profiling (start-up, autotuning) [default: 5]. Where the recorded steps would "
+        "take longer than --window, the advisor fits the schedule to the steps' length (fewer skipped, warmed "
+        "up and recorded steps), unless one of --wait, --warmup or --active is given."))] = None,
+    warmup: Annotated[Optional[int], typer.Option(min=0, show_default=False, help=(
+        "Steps run with the profiler warming up, not recorded [default: 3].") )] = None,
+    active: Annotated[Optional[int], typer.Option(min=1, show_default=False, help=(
+        "Steps recorded and analysed [default: 5]; as many again then run without the profiler, timed (at most "
+        "as long again), to say what profiling added."))] = None,
     steps: Annotated[StepMethod, typer.Option(
         "--steps", help="How a step is recognised: optimizer.step(), DataLoader batches, the model's first call "
                         "after each backward() (updates written by hand), calls of the model (inference: under "
@@ -44,7 +48,9 @@ def diagnose(
     window_start: Annotated[float, typer.Option(
         min=0, help="Time window: seconds before recording, counted from the script's start (--steps time) "
                     "or from the return of its first nn.Module call (auto).")] = 10.0,
-    window: Annotated[float, typer.Option(min=0.1, help="Time window: seconds to record.")] = 5.0,
+    window: Annotated[float, typer.Option(min=0.1, help=(
+        "Time window: seconds to record; also how long the recorded steps may take before the schedule is "
+        "fitted to long steps."))] = 5.0,
     run_to_end: Annotated[bool, typer.Option(help="Let the script run to its end after the profile is written.")] = False,
     timeout: Annotated[Optional[float], typer.Option(min=1, help="Stop the script after this many seconds, "
                                                                "keeping what was captured.")] = None,
@@ -76,8 +82,9 @@ def diagnose(
 
     imports_done()
 
+    schedule = {k: v for k, v in (("wait", wait), ("warmup", warmup), ("active", active)) if v is not None}
     cfg = CollectorConfig(
-        script=str(script), wait=wait, warmup=warmup, active=active, step_method=steps.value,
+        script=str(script), **schedule, fit_schedule=not schedule, step_method=steps.value,
         window_start_s=window_start, window_s=window, run_to_end=run_to_end, profile_memory=memory,
         with_stack=with_stack, source_lines=source_lines,
     )

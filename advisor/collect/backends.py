@@ -57,6 +57,9 @@ class KinetoBackend:
         self.saved = False
         #: the shapes were recorded in steps of their own, so the window records none
         self.shapes_apart = False
+        #: whether the window may record shapes itself where none were recorded apart (not for steps so long that
+        #: keeping every op's inputs alive would hold gigabytes: advisor.collect.schedule_fit)
+        self.window_shapes = True
         self.prof: Any = None
         self._shapes_prof: Any = None
         self._step_range: Any = None
@@ -72,7 +75,7 @@ class KinetoBackend:
             experimental = torch._C._profiler._ExperimentalConfig(enable_cuda_sync_events=True)
         return profile(
             activities=activities,
-            record_shapes=self.cfg.record_shapes and not self.shapes_apart,
+            record_shapes=self.cfg.record_shapes and not self.shapes_apart and self.window_shapes,
             profile_memory=self.cfg.profile_memory,
             with_stack=self.cfg.with_stack,
             experimental_config=experimental,

@@ -176,6 +176,10 @@ class Child:
             "exit_code": exit_code,
             "step_method": d.method if d else None,
             "steps_seen": d.step if d else 0,
+            # the schedule as run: the user's, or fitted to long steps (advisor.collect.schedule_fit)
+            "schedule": d.plan.as_json() if d else None,
+            # where each step was a closure evaluation: the optimizer step's length and evaluations
+            "closure_unit": d.closure_unit if d else None,
             # the loop found first and left for the training's (an evaluation before it), when one was
             "steps_skipped": d.skipped if d else None,
             "state": d.state if d else None,

@@ -28,6 +28,8 @@ class CollectorConfig:
     wait: int = 5
     warmup: int = 3
     active: int = 5
+    #: shrink that schedule where steps are long (advisor.collect.schedule_fit); off where the user set it
+    fit_schedule: bool = True
     #: how a step is recognised: auto = optimizer steps, else DataLoader batches, else a model call after a
     #: backward (hand-written updates), else model calls (inference), else a time window
     step_method: str = "auto"

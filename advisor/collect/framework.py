@@ -94,7 +94,7 @@ class FrameworkResult:
 
     def rank_summary(self) -> list[dict[str, Any]]:
         """One line per rank for run.json: outcome, exit code, steps, threads."""
-        keys = ("rank", "pid", "outcome", "exit_code", "profile", "step_method", "steps_seen", "trace",
+        keys = ("rank", "pid", "outcome", "exit_code", "profile", "step_method", "steps_seen", "schedule", "trace",
                 "threads_at_capture", "timings", "unprofiled_step_ms", "heap")
         return [{k: s.get(k) for k in keys} for s in self.statuses]
 

@@ -21,8 +21,18 @@ A *step* is recognised, in this order of preference:
    ``window_start_s`` seconds after the script starts; in ``auto`` mode,
    ``window_start_s`` after the first nn.Module call returns, if neither of the above
    was seen by then. (Not after the script's start: a long set-up before the
-   first optimizer step would be recorded instead of training.) A script
+   first optimizer step would be recorded instead of training.) Nor while a
+   step is under way: inside ``optimizer.step()`` or a ``backward()``, or in a
+   training forward while an optimizer waits for its first step; that step's
+   end is the boundary (an LBFGS step can take a minute). A script
    that calls no nn.Module needs ``--steps time``.
+
+Where the first ``optimizer.step(closure)`` is longer than the time window
+and evaluated its closure more than once (LBFGS: up to 25 times), each closure
+evaluation, with the update that follows it, becomes the step (``closure``):
+its evaluations repeat the same forward and backward, and a window of a few of
+them is a recording of seconds, where whole steps would take minutes and
+gigabytes.
 
 A method found first gives way to one higher in the list when it appears
 (an optimizer step after a few batches), as the step count runs on. The
@@ -36,7 +46,9 @@ from step 0 again and dropping what the schedule had begun to record
 
 The schedule is torch.profiler's: ``wait`` steps are skipped, ``warmup``
 steps run with the profiler prepared and the labels on, ``active`` steps are
-recorded. The last :data:`SHAPE_STEPS` of the ``wait`` steps (never the first
+recorded. The wait steps are timed, and where the recorded steps would take
+longer than the time window the schedule is fitted to them
+(:mod:`advisor.collect.schedule_fit`), unless the user set it. The last :data:`SHAPE_STEPS` of the ``wait`` steps (never the first
 step, which holds the script's set-up) are recorded apart, CPU operators with
 their input shapes only, into :data:`~advisor.naming.SHAPES_DIR` beside the
 trace; the window then runs without ``record_shapes``, which would keep every
@@ -62,10 +74,12 @@ module pre-hook also runs on every module call (about a microsecond each).
 from __future__ import annotations
 
 import _thread
+import functools
 import math
 import os
 import resource
 import signal
+import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -80,6 +94,7 @@ from advisor.collect.environment import thread_settings
 from advisor.collect.heap_headroom import Headroom, reserve as reserve_heap_headroom
 from advisor.collect.host_costs import measure_host_costs
 from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_grad_scaler
+from advisor.collect.schedule_fit import Schedule, fit_schedule
 from advisor.collect.source_marker import SourceMarker
 from advisor.collect.training_signs import TrainingSigns
 from advisor.collect.worker_handover import measure_worker_handover
@@ -154,9 +169,20 @@ class StepDriver:
         self._faults_mark = 0
         self._tail_start = self._tail_mark = 0.0
         self._tail_limit_s = math.inf
-        #: how many wait steps before the warm-up are recorded for their shapes (0: the window records them)
-        self.shape_steps = (min(SHAPE_STEPS, max(cfg.wait - 1, 0))
-                            if cfg.mode == "kineto" and cfg.record_shapes and hasattr(backend, "start_shapes") else 0)
+        #: the schedule: how many wait steps before the warm-up are recorded for their shapes (0: the window
+        #: records them), fitted to long steps as they are timed (advisor.collect.schedule_fit)
+        self._shapes_apart = cfg.mode == "kineto" and cfg.record_shapes and hasattr(backend, "start_shapes")
+        self.plan = self._plan0 = Schedule(cfg.wait, cfg.warmup, cfg.active,
+                                           min(SHAPE_STEPS, max(cfg.wait - 1, 0)) if self._shapes_apart else 0)
+        #: the wait steps' wall times (seconds), step 0's from the model's first call or its optimizer step
+        self._wait_step_s: list[float] = []
+        self._step_mark: float | None = None
+        #: step 0's optimizer.step() call: when it began, and how many closure evaluations it ran
+        self._step0_call: float | None = None
+        self._closure_calls = 0
+        #: where each step is a closure evaluation (a long closure optimizer step): the optimizer step's
+        #: length and closure evaluations they were chosen from
+        self.closure_unit: dict[str, float] | None = None
 
     # lifecycle -------------------------------------------------------------------
     def attach(self) -> None:
@@ -182,6 +208,10 @@ class StepDriver:
         self._unwatch_modules()
         self._stop_clock()
         self._instrument(False)
+
+    @property
+    def shape_steps(self) -> int:
+        return self.plan.shape_steps
 
     @property
     def recording(self) -> bool:
@@ -216,9 +246,35 @@ class StepDriver:
     def _optimizer_pre(self, optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
         self._in_optimizer_step += 1
         self.labels.optimizer_begin()
-        if not self.labels.installed:
-            return None
-        return _with_closure_wrapped(args, kwargs, self.labels.wrap_closure)
+        lead = self._lead_optimizer in (None, id(optimizer))
+        if lead and self.step == 0 and self._step0_call is None and self.method in (None, "optimizer"):
+            self._step0_call = time.monotonic()
+        counted = lead and (self.method == "closure" or self.step == 0)
+        if not (counted or self.labels.installed):
+            return None  # the closure as given: nothing to mark or count
+        return _with_closure_wrapped(args, kwargs, lambda closure: self._wrap_closure(closure, counted))
+
+    def _wrap_closure(self, closure: Callable[..., Any], counted: bool) -> Callable[..., Any]:
+        """The closure as the phase labels mark it, and, where ``counted``, each evaluation's start noted first
+        (a step boundary where closure evaluations are the steps, before the labels open its ranges)."""
+        if not counted:
+            return self.labels.wrap_closure(closure)
+        # The labels' wrapper reads their state as each evaluation begins, not as step() began: a boundary may
+        # install them (the window begins) or take them off inside one step() call.
+        labelled = self.labels.wrap_closure(closure)
+        labels = self.labels
+
+        @functools.wraps(closure)
+        def evaluate(*args: Any, **kwargs: Any) -> Any:
+            in_update = labels.current == "optimizer"
+            if in_update:  # closed before the boundary, so that no range runs across two steps
+                labels.optimizer_end()
+            self._closure_began()
+            if in_update or (labels.current is None and self._in_optimizer_step):
+                labels.optimizer_begin()  # reopened; the labelled closure closes it and marks the evaluation
+            return labelled(*args, **kwargs)
+
+        return evaluate
 
     def _optimizer_post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self._in_optimizer_step = max(self._in_optimizer_step - 1, 0)
@@ -226,7 +282,7 @@ class StepDriver:
         self.signs.trained = True
         if self._lead_optimizer is None:
             self._lead_optimizer = id(optimizer)
-        if id(optimizer) != self._lead_optimizer:
+        if id(optimizer) != self._lead_optimizer or self.method == "closure":
             return
         if self.method != "optimizer":
             if not self._adopt("optimizer"):
@@ -386,10 +442,12 @@ class StepDriver:
             for key in ("shapes_start", "warmup_start", "capture_start"):
                 self.timings.pop(key, None)
         self.timings["first_step"] = self._now()
+        # the steps timed so far were the loop left behind: the training's are timed from here
+        self.plan, self._wait_step_s, self._step_mark = self._plan0, [], time.monotonic()
 
     # the schedule ------------------------------------------------------------------
     def _state_of(self, step: int) -> str:
-        c = self.cfg
+        c = self.plan
         if step < c.wait - self.shape_steps:
             return "wait"
         if step < c.wait:
@@ -415,6 +473,10 @@ class StepDriver:
             return
         if self.step == 1:
             self._note_first_step()
+        if self.state == "wait":
+            self._time_wait_step()
+            if self.method == "closure" or not self._to_closure_steps():
+                self._fit()
         new = self._state_of(self.step)
         if self.state in ("active", "tail"):
             faults = _minor_faults()
@@ -432,6 +494,60 @@ class StepDriver:
                 self.backend.next_step(self.step)
             return
         self._enter(new)
+
+    def _time_wait_step(self) -> None:
+        """Note the wall time of the wait step that just ended. Step 0 began before any boundary: it is timed from
+        the model's first call, or from its optimizer step's call where that is longer (a closure optimizer)."""
+        now = time.monotonic()
+        if self._step_mark is not None:
+            self._wait_step_s.append(now - self._step_mark)
+        elif self.step == 1:
+            since = [t for t in (self.first_model_call, self._step0_call) if t is not None]
+            if since:
+                self._wait_step_s.append(now - min(since))
+        self._step_mark = now
+
+    def _fit(self) -> None:
+        """Fit the schedule to the shortest step timed so far after step 0 (which holds the script's set-up, a
+        compilation; a closure evaluation has none), from the schedule as given: a long step that was a one-off
+        (a recompilation, an evaluation) gives way to the short ones that follow while the driver still waits
+        (advisor.collect.schedule_fit). Only where the user left the schedule to us."""
+        timed = self._wait_step_s if self.method == "closure" else self._wait_step_s[1:]
+        if not (self.cfg.fit_schedule and timed):
+            return
+        plan = fit_schedule(self._plan0, min(timed), self.cfg.window_s, self.step, self._shapes_apart)
+        if plan == self.plan:
+            return
+        self.plan = plan
+        if hasattr(self.backend, "window_shapes"):
+            # a step longer than the window would keep every op's inputs alive for all of it
+            self.backend.window_shapes = plan.fitted_to_s is None or plan.shape_steps > 0
+
+    def _to_closure_steps(self) -> bool:
+        """Where step 0 was one long ``optimizer.step(closure)`` (LBFGS evaluates its closure up to 25 times a
+        step), take each closure evaluation, with the update that follows it, for a step: the window then records
+        a few of them, not minutes of one step's repeats. True when it did (counting from step 0 again)."""
+        step_s = self._wait_step_s[-1] if self._wait_step_s else 0.0
+        if not (self.step == 1 and self.method == "optimizer" and self.cfg.step_method == "auto"
+                and self.cfg.fit_schedule and self._closure_calls >= 2
+                and step_s > self.cfg.window_s):
+            return False
+        self.closure_unit = {"optimizer_step_s": round(step_s, 3), "closure_calls": self._closure_calls}
+        self.method = "closure"
+        self.step = 0
+        self._wait_step_s, self._step_mark = [], None
+        return True
+
+    def _closure_began(self) -> None:
+        """A closure evaluation of the lead optimizer begins: a step boundary where closure evaluations are the
+        steps (the first one opens step 0); counted while step 0 runs."""
+        if self.method == "closure":
+            if self._step_mark is None:
+                self._step_mark = time.monotonic()  # the first closure evaluation opens step 0
+            else:
+                self._boundary()
+        elif self.step == 0:
+            self._closure_calls += 1
 
     def _enter(self, new: str) -> None:
         old, self.state = self.state, new
@@ -519,6 +635,8 @@ class StepDriver:
         """When the time window should next open or close (time.monotonic()), or None (read-only; any thread)."""
         if self.method not in (None, "time") or self.state == "done" or self._evaluating_first():
             return None
+        if self.method is None and (self._in_optimizer_step or self.signs.in_backward):
+            return None  # a step under way (a closure optimizer's can take a minute): its end is the boundary
         if self.window_end is not None:
             return self.window_end
         origin = self.started if self.method == "time" else self.first_model_call
@@ -528,8 +646,13 @@ class StepDriver:
         due = self.window_due_at()
         return due is not None and now >= due
 
-    def poll_time(self) -> None:
-        """Open or close the time window when it is due (main thread only)."""
+    def poll_time(self, module: torch.nn.Module | None = None) -> None:
+        """Open or close the time window when it is due (main thread only). ``module``: the one being called, from
+        the module hook: a training forward while an optimizer waits is part of a step whose end will come (the
+        backward and the optimizer's step follow), so it opens no window."""
+        if (module is not None and self.method is None and self.signs.optimizer_made and module.training
+                and torch.is_grad_enabled()):
+            return
         now = time.monotonic()
         if not self.window_due(now):
             return
@@ -660,7 +783,7 @@ class _WindowClock:
 
     def _on_model_call(self, module: torch.nn.Module, args: Any) -> None:
         if not torch.compiler.is_compiling():
-            self.driver.poll_time()
+            self.driver.poll_time(module)
 
     def _on_model_return(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if torch.compiler.is_compiling():

@@ -35,6 +35,8 @@ class TrainingSigns:
         self.trained = False
         #: a backward ended and no model call began since: the next one begins a ``backward`` step
         self.backward_pending = False
+        #: a backward is running (a step under way: the time window waits for it)
+        self.in_backward = False
         #: forward passes without autograd run while an optimizer waited for its first step, and when the first began
         self.evaluation_calls = 0
         self.evaluation_since: float | None = None
@@ -43,7 +45,8 @@ class TrainingSigns:
     def attach(self) -> Callable[[], None]:
         """Watch optimizer construction and backward passes; returns the undo."""
         self._undo = [_wrap(torch.optim.Optimizer, "__init__", self._made),
-                      _wrap(torch.autograd, "backward", None, after=self._backward)]
+                      _wrap(torch.autograd, "backward", self._backward_began, after=self._backward,
+                            on_error=self._backward_failed)]
 
         def undo() -> None:
             for step in reversed(self._undo):
@@ -68,14 +71,21 @@ class TrainingSigns:
     def _made(self) -> None:
         self.optimizer_made = True
 
+    def _backward_began(self) -> None:
+        self.in_backward = True
+
+    def _backward_failed(self) -> None:
+        self.in_backward = False
+
     def _backward(self) -> None:
+        self.in_backward = False
         self.trained = True
         self.backward_pending = True
         self.on_backward()
 
 
 def _wrap(owner: Any, attr: str, before: Callable[[], None] | None,
-          after: Callable[[], None] | None = None) -> Callable[[], None]:
+          after: Callable[[], None] | None = None, on_error: Callable[[], None] | None = None) -> Callable[[], None]:
     """Call ``before``/``after`` around ``owner.attr``; returns the undo. The phase labels wrap
     ``torch.autograd.backward`` again inside the window and put this wrapper back when they leave."""
     original = getattr(owner, attr)
@@ -84,7 +94,12 @@ def _wrap(owner: Any, attr: str, before: Callable[[], None] | None,
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if before is not None:
             before()
-        result = original(*args, **kwargs)
+        try:
+            result = original(*args, **kwargs)
+        except BaseException:
+            if on_error is not None:
+                on_error()
+            raise
         if after is not None:
             after()
         return result

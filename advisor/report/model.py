@@ -110,9 +110,27 @@ def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mappi
 def loop_note(facts: Mapping[str, Any]) -> str | None:
     """What kind of loop the step split describes, where it is not a plain training loop, what ran before it
     and was skipped, and which recorded steps it leaves out for an evaluation pass."""
-    said = [text for text in (_loop_kind(facts), skipped_note(facts), evaluation_note(facts) or outlier_note(facts))
-            if text]
+    said = [text for text in (_loop_kind(facts), long_steps_note(facts), skipped_note(facts),
+                              evaluation_note(facts) or outlier_note(facts)) if text]
     return " ".join(said) or None
+
+
+def long_steps_note(facts: Mapping[str, Any]) -> str | None:
+    """Where the steps were too long for the default schedule: what a step is, and how many were recorded."""
+    fitted = facts.get("steps.fitted_to_ms")
+    if not isinstance(fitted, (int, float)) or fitted <= 0:
+        return None
+    planned = facts.get("steps.planned") or 1
+    calls = facts.get("steps.closure_unit_calls")
+    step_ms = facts.get("steps.closure_unit_step_ms")
+    unit = ""
+    if isinstance(calls, int) and isinstance(step_ms, (int, float)):
+        unit = (f"Each optimizer.step(closure) took {fmt_ms(step_ms)} and evaluated its closure {calls} times, so "
+                "each step here is one closure evaluation with the update after it; the figures are per "
+                f"evaluation (about {calls} to an optimizer step). ")
+    return (f"{unit}Steps of about {fmt_ms(fitted)} are too long for the default schedule: {planned} "
+            f"{'was' if planned == 1 else 'were'} recorded (as many as the --window time holds), after fewer steps "
+            "skipped and warmed up; --wait, --warmup and --active set the schedule by hand.")
 
 
 def skipped_note(facts: Mapping[str, Any]) -> str | None:

@@ -48,6 +48,16 @@ class Verdict:
         return asdict(self)
 
 
+def _steps_needed(facts: Mapping[str, Any]) -> int:
+    """:data:`MIN_STEPS`, or, where the collector fitted its schedule to steps too long for that many to fit in
+    its time window, the steps it planned: a step that long is a sample of its own (its phases repeat within
+    it), and the steps timed around the window without the profiler say whether they were steady."""
+    planned = facts.get("steps.planned")
+    if facts.get("steps.fitted_to_ms") and isinstance(planned, int) and planned >= 1:
+        return min(MIN_STEPS, planned)
+    return MIN_STEPS
+
+
 def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
     if "steps.count" not in facts and "trace.cpu_ops" not in facts:
         return [NO_TRACE]
@@ -59,8 +69,9 @@ def _missing_evidence(facts: Mapping[str, Any]) -> list[str]:
     steps = facts.get("steps.count", 0) or 0
     if steps == 0:
         missing.append(NO_STEPS)
-    elif steps < MIN_STEPS:
-        missing.append(f"only {steps} step(s) were analysed; at least {MIN_STEPS} are needed to judge a steady state")
+    elif steps < _steps_needed(facts):
+        missing.append(f"only {steps} step(s) were analysed; at least {_steps_needed(facts)} are needed to judge a "
+                       "steady state")
     if not facts.get("trace.cpu_ops"):
         missing.append("the trace has no CPU operator events")
     table = facts.get("phases.table") or []

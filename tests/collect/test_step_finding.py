@@ -17,10 +17,12 @@ pytestmark = pytest.mark.slow
 SCRIPT = Path(__file__).parent / "scripts" / "loops.py"
 
 
-def _diagnose(tmp_path: Path, loop: str, *options: str) -> tuple[dict, dict]:
+def _diagnose(tmp_path: Path, loop: str, *options: str, steps: int | None = None) -> tuple[dict, dict]:
     out = tmp_path / "run"
+    tmp_path.mkdir(exist_ok=True)
+    more = ("--steps", str(steps)) if steps is not None else ()
     cli = run_cli("diagnose", str(SCRIPT), "--out", str(out), "-q", "--no-escalate", *options, "--", "--loop", loop,
-                  cwd=tmp_path, timeout=300)
+                  *more, cwd=tmp_path, timeout=300)
     assert cli.code == 0, cli.output
     facts = {f["name"]: f["value"] for f in json.loads((out / "findings.json").read_text())["facts"]}
     return json.loads((out / "run.json").read_text()), facts
@@ -91,3 +93,37 @@ def test_a_script_shorter_than_the_time_window_is_told_to_open_it_earlier(tmp_pa
                     "0", "--window", "0.5", "--", "--seconds", "3", "--train-mode", cwd=tmp_path, timeout=300)
     assert again.code == 0, again.output
     assert json.loads((tmp_path / "again" / "run.json").read_text())["step_method"] == "time"
+
+
+def test_a_long_closure_step_is_recorded_by_its_closure_evaluations(tmp_path: Path) -> None:
+    """LBFGS evaluating its closure 10 times a step, each evaluation 0.1 s: a step (1 s) longer than the time
+    window (0.5 s here, 5 s by default) is recorded a closure evaluation at a time, and the time window, due 0.3 s
+    after the first model call, does not open inside the first step."""
+    meta, facts = _diagnose(tmp_path, "lbfgs-long", "--window-start", "0.3", "--window", "0.5", steps=4)
+    assert meta["step_method"] == "closure"
+    assert meta["closure_unit"]["closure_calls"] >= 10 and meta["closure_unit"]["optimizer_step_s"] >= 1.0
+    # as many closure evaluations as the window holds (0.5 s of 0.11 s ones), each a forward and a backward
+    assert facts["steps.count"] == facts["steps.planned"] == 4
+    assert facts["workload.kind"] == "training"
+    assert facts["phases.backward.ms"] > 0 and facts["phases.forward.ms"] > 0
+    assert facts["steps.closure_unit_calls"] >= 10
+    # each evaluation sleeps 0.1 s between its forward and its backward: the step is ~0.1 s, not the whole 1 s
+    assert 80 <= facts["steps.time_ms_median"] <= 400
+    assert facts["phases.optimizer.share"] < 0.2
+    assert "each step here is one closure evaluation" in " ".join((tmp_path / "run" / "report.md").read_text().split())
+
+
+def test_long_steps_get_a_schedule_fitted_to_their_length(tmp_path: Path) -> None:
+    """Steps of 0.6 s against a 0.5 s window: step 0 (the set-up) and step 1 (timed) skipped, one recorded, no
+    warm-up and no shapes; the verdict stands on it, and a script of four steps is recorded at all."""
+    meta, facts = _diagnose(tmp_path, "long-steps", "--window", "0.5", steps=4)
+    assert meta["step_method"] == "optimizer"
+    assert meta["schedule"]["active"] == 1 and meta["schedule"]["warmup"] == 0 and meta["schedule"]["wait"] == 2
+    assert meta["schedule"]["shape_steps"] == 0 and not (tmp_path / "run" / "framework" / "shapes").exists()
+    assert facts["steps.count"] == 1 and facts["steps.planned"] == 1 and facts["steps.fitted_to_ms"] >= 600
+    diagnoses = json.loads((tmp_path / "run" / "diagnoses.json").read_text())
+    assert "steady state" not in " ".join(diagnoses["verdict"]["missing"])
+    # the user's own schedule stands as given
+    again, _ = _diagnose(tmp_path / "mine", "long-steps", "--window", "0.5", "--active", "2", "--wait", "1",
+                         "--warmup", "0", steps=5)
+    assert again["schedule"]["active"] == 2 and again["schedule"]["fitted_to_s"] is None

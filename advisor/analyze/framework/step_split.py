@@ -39,6 +39,15 @@ PROVIDES = (
     FactSpec("steps.method", "text", "how the collector recognised a step: optimizer, dataloader, backward (the "
              "model's first call after each backward: an update written by hand), module (calls of the model) or "
              "time"),
+    FactSpec("steps.fitted_to_ms", "ms", "the step length the collector fitted its schedule to, where the steps "
+             "were too long for the recorded ones to fit in the time window (--window): fewer steps skipped, warmed "
+             "up and recorded (advisor.collect.schedule_fit); absent where the schedule stood as given"),
+    FactSpec("steps.planned", "count", "steps the schedule meant to record: --active, or as many as the time "
+             "window holds where it was fitted to long steps"),
+    FactSpec("steps.closure_unit_calls", "count", "where each step is one closure evaluation of a long "
+             "optimizer.step(closure) (and the update after it): the evaluations the first optimizer step ran; "
+             "absent otherwise"),
+    FactSpec("steps.closure_unit_step_ms", "ms", "that first optimizer step's wall time"),
     FactSpec("steps.skipped_loop", "text", "the loop the collector found first and left for the training's when "
              "it showed (an evaluation before the first optimizer step): how its steps were recognised (module, "
              "dataloader, or evaluation where none were counted); empty where nothing was skipped"),
@@ -96,6 +105,7 @@ def step_split(view: TraceView) -> dict[str, Any]:
         "steps.incomplete": view.incomplete_steps,
         "steps.method": view.run_meta.get("step_method"),
         **_skipped(view.run_meta.get("steps_skipped")),
+        **_schedule(view.run_meta.get("schedule"), view.run_meta.get("closure_unit")),
         "steps.time_ms": mean,
         "steps.time_ms_min": min((r["time_ms"] for r in rows), default=0.0),
         "steps.time_ms_max": max((r["time_ms"] for r in rows), default=0.0),
@@ -150,6 +160,19 @@ def _drift(times: list[float]) -> float | None:
     half = len(times) // 2
     early, late = sum(times[:half]) / half, sum(times[-half:]) / half
     return late / early if early > 0 else None
+
+
+def _schedule(plan: Any, closure_unit: Any) -> dict[str, Any]:
+    """The schedule as the collector ran it (run.json ``schedule``, ``closure_unit``); none from older runs."""
+    out: dict[str, Any] = {}
+    if isinstance(plan, dict) and isinstance(plan.get("active"), int):
+        out["steps.planned"] = plan["active"]
+        if isinstance(plan.get("fitted_to_s"), (int, float)):
+            out["steps.fitted_to_ms"] = plan["fitted_to_s"] * 1e3
+    if isinstance(closure_unit, dict) and isinstance(closure_unit.get("closure_calls"), int):
+        out["steps.closure_unit_calls"] = closure_unit["closure_calls"]
+        out["steps.closure_unit_step_ms"] = float(closure_unit.get("optimizer_step_s") or 0.0) * 1e3
+    return out
 
 
 def _unprofiled(times: Any, profiled_ms: float) -> dict[str, Any]:

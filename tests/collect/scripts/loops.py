@@ -5,7 +5,11 @@
     python loops.py --loop hand-sgd        # batches sliced from a tensor, p.data.add_(p.grad) by hand
     python loops.py --loop eval-then-hand  # no optimizer: 10 calls under no_grad, then a hand-written update
     python loops.py --loop accumulate      # four micro-batches, each forward and backward, per optimizer step
+    python loops.py --loop lbfgs-long      # LBFGS, 10 closure evaluations a step, each ~0.1 s (a sleep in it)
+    python loops.py --loop long-steps      # SGD, each step ~0.6 s (a sleep after its forward)
 """
+
+import time
 
 import argparse
 
@@ -80,5 +84,26 @@ elif args.loop == "accumulate":
             (nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64]) / 4).backward()
         opt.step()
         opt.zero_grad()
+elif args.loop == "lbfgs-long":
+    opt = torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=10, tolerance_grad=0, tolerance_change=0)
+
+    def closure():
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(X[:256]), Y[:256])
+        time.sleep(0.1)  # the time a larger model's evaluation takes; its ops stay few
+        loss.backward()
+        return loss
+
+    for step in range(args.steps):
+        opt.step(closure)
+elif args.loop == "long-steps":
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for step in range(args.steps):
+        i = step % 60
+        loss = nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64])
+        time.sleep(0.6)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
 else:
     parser.error(f"unknown loop {args.loop}")
