@@ -42,7 +42,8 @@ def diagnose(
     steps: Annotated[StepMethod, typer.Option(
         "--steps", help="How a step is recognised: optimizer.step(), DataLoader batches, the model's first call "
                         "after each backward() (updates written by hand), calls of the model (inference: under "
-                        "no_grad or in eval mode; with --steps module, any call of the first module called), or a "
+                        "no_grad or in eval mode, or called again with no backward() in a program with no optimizer; "
+                        "with --steps module, any call of the first module called), or a "
                         "time window; auto tries them in that order, and skips an evaluation run before the "
                         "first optimizer step.")] = StepMethod.auto,
     window_start: Annotated[float, typer.Option(

@@ -15,8 +15,11 @@ A *step* is recognised, in this order of preference:
    loop, ``generate()``-style decoding, where each call of the model is a
    step). The model is the first module called outermost (no other module
    running) in inference style, with autograd off (``torch.no_grad()``,
-   ``inference_mode``) or in eval mode; a training forward never opens it
-   (with ``--steps module``, any call of the first module called does).
+   ``inference_mode``) or in eval mode; or, in a program that made no
+   optimizer, the first module called outermost a second time with no
+   backward since (an inference loop that forgot ``no_grad`` and ``eval()``).
+   A training forward never opens it (with ``--steps module``, any call of
+   the first module called does).
 5. ``time``: a window of ``window_s`` seconds. With ``--steps time`` it opens
    ``window_start_s`` seconds after the script starts; in ``auto`` mode,
    ``window_start_s`` after the first nn.Module call returns, if neither of the above
@@ -155,6 +158,8 @@ class StepDriver:
         self._model: Any = None
         self._module_depth = 0
         self._module_hooks: list[Any] = []
+        #: modules called outermost since the last backward (ids): a second call of one is a loop of forward passes
+        self._outer_calls: set[int] = set()
         self._undo: list[Callable[[], None]] = []
         self._clock: _WindowClock | None = None
         #: wall time of each step after the window, run without the profiler, the labels or the source marker
@@ -356,13 +361,24 @@ class StepDriver:
             self.signs.evaluation_call()
             if self._evaluating_first():
                 return
-        if self.method == "module" or (self.method is None and inference):
+        if self.method == "module" or (self.method is None and (inference or self._called_again(module))):
             # The first step opens here; it is not a boundary. Depth no longer matters: only the model's calls do.
             self._model = module
             self.method = "module"
             self._stop_clock()
             self._unwatch_modules(keep_pre=True)
             self._note_first_step()
+
+    def _called_again(self, module: torch.nn.Module) -> bool:
+        """A module called outermost a second time with no backward since, in a program that made no optimizer:
+        forward passes in a loop with autograd on and the model in training mode, an inference loop that forgot
+        ``no_grad`` and ``eval()``. Its calls are the steps; a backward that shows later takes the loop back
+        (``backward`` steps, counting from step 0 again)."""
+        if self.signs.optimizer_made or self.signs.trained:
+            return False
+        seen = id(module) in self._outer_calls
+        self._outer_calls.add(id(module))
+        return seen
 
     def _after_backward(self) -> bool:
         """The first module call after a backward, the start of the next forward pass: where a loop without an
@@ -383,6 +399,7 @@ class StepDriver:
 
     def _backward_ended(self) -> None:
         """A backward ran: the program trains. Steps found in its evaluation so far are not the training's."""
+        self._outer_calls.clear()
         if self._in_optimizer_step:
             self.signs.backward_pending = False  # a closure's: the optimizer's step marks the training's steps
         if self.method == "dataloader" and self.skipped is None and self.signs.evaluation_calls:

@@ -166,9 +166,10 @@ def test_without_an_optimizer_dataloader_batches_are_the_steps(tmp_path: Path) -
 
 @pytest.mark.parametrize("method", ["auto", "time"])
 def test_time_window_when_nothing_else_marks_a_step(tmp_path: Path, method: str) -> None:
-    # grad on and train mode: a training-style forward, which never opens module steps
+    # grad on and train mode, the whole loop inside one call of an outer module: no module is called outermost
+    # twice, so nothing opens module steps
     cli, out = _diagnose(tmp_path, "model_only.py", "--steps", method, "--window-start", "1", "--window", "1",
-                         script_args=("--seconds", "60", "--train-mode"))
+                         script_args=("--seconds", "60", "--train-mode", "--one-call"))
     assert cli.code == 0, cli.output
     meta = _meta(out)
     assert meta["outcome"] == "captured" and meta["step_method"] == "time" and meta["profile"] == "complete"
@@ -179,9 +180,11 @@ def test_time_window_when_nothing_else_marks_a_step(tmp_path: Path, method: str)
     assert meta["wall_s"] < 60  # stopped after the window, not at the script's end
 
 
-def test_an_inference_loop_steps_by_calls_of_the_model(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["no_grad", "train"])
+def test_an_inference_loop_steps_by_calls_of_the_model(tmp_path: Path, mode: str) -> None:
+    """Under no_grad, or with autograd on in training mode where the model is called again with no backward."""
     cli, out = _diagnose(tmp_path, "model_only.py", "--wait", "2", "--warmup", "1", "--active", "4",
-                         script_args=("--seconds", "60"))
+                         script_args=("--seconds", "60", *(("--train-mode",) if mode == "train" else ())))
     assert cli.code == 0, cli.output
     meta = _meta(out)
     assert (meta["outcome"], meta["step_method"], meta["profile"]) == ("captured", "module", "complete")

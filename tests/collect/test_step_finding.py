@@ -84,13 +84,14 @@ def test_a_script_shorter_than_the_time_window_is_told_to_open_it_earlier(tmp_pa
     out = tmp_path / "run"
     script = Path(__file__).parent / "scripts" / "model_only.py"
     cli = run_cli("diagnose", str(script), "--out", str(out), "--no-escalate", "--", "--seconds", "1", "--train-mode",
-                  cwd=tmp_path, timeout=300)
+                  "--one-call", cwd=tmp_path, timeout=300)
     text = " ".join(cli.output.replace("│", " ").split())
     assert "before any step was recognised" in text and "lower --window-start" in text, cli.output
     assert "--wait" not in text
     # and what --window-start 0 records: a time window of the same script
     again = run_cli("diagnose", str(script), "--out", str(tmp_path / "again"), "-q", "--no-escalate", "--window-start",
-                    "0", "--window", "0.5", "--", "--seconds", "3", "--train-mode", cwd=tmp_path, timeout=300)
+                    "0", "--window", "0.5", "--", "--seconds", "3", "--train-mode", "--one-call", cwd=tmp_path,
+                    timeout=300)
     assert again.code == 0, again.output
     assert json.loads((tmp_path / "again" / "run.json").read_text())["step_method"] == "time"
 
@@ -127,3 +128,13 @@ def test_long_steps_get_a_schedule_fitted_to_their_length(tmp_path: Path) -> Non
     again, _ = _diagnose(tmp_path / "mine", "long-steps", "--window", "0.5", "--active", "2", "--wait", "1",
                          "--warmup", "0", steps=5)
     assert again["schedule"]["active"] == 2 and again["schedule"]["fitted_to_s"] is None
+
+
+def test_an_inference_loop_in_training_mode_with_autograd_is_stepped_by_its_model_calls(tmp_path: Path) -> None:
+    """No no_grad, no eval(), no optimizer and no backward: the model's second call with no backward since shows a
+    loop of forward passes, and its calls are the steps (before, nothing was recorded: the script ended before the
+    time window opened)."""
+    meta, facts = _diagnose(tmp_path, "infer-train", steps=200)
+    assert meta["step_method"] == "module"
+    assert facts["steps.count"] == 5 and facts["workload.kind"] == "inference"
+    assert facts["phases.forward.ms"] > 0 and facts["phases.backward.ms"] == 0

@@ -7,6 +7,7 @@
     python loops.py --loop accumulate      # four micro-batches, each forward and backward, per optimizer step
     python loops.py --loop lbfgs-long      # LBFGS, 10 closure evaluations a step, each ~0.1 s (a sleep in it)
     python loops.py --loop long-steps      # SGD, each step ~0.6 s (a sleep after its forward)
+    python loops.py --loop infer-train     # no optimizer, no backward: model(x) in a loop, autograd on, train mode
 """
 
 import time
@@ -105,5 +106,10 @@ elif args.loop == "long-steps":
         opt.zero_grad()
         loss.backward()
         opt.step()
+elif args.loop == "infer-train":
+    kept = []
+    for step in range(args.steps):
+        i = step % 60
+        kept.append(model(X[i * 64:(i + 1) * 64]).argmax(dim=1))
 else:
     parser.error(f"unknown loop {args.loop}")
