@@ -665,10 +665,11 @@ class StepDriver:
 
     def poll_time(self, module: torch.nn.Module | None = None) -> None:
         """Open or close the time window when it is due (main thread only). ``module``: the one being called, from
-        the module hook: a training forward while an optimizer waits is part of a step whose end will come (the
-        backward and the optimizer's step follow), so it opens no window."""
-        if (module is not None and self.method is None and self.signs.optimizer_made and module.training
-                and torch.is_grad_enabled()):
+        the module hook: the first training forward while an optimizer waits is part of a step whose end will come
+        (the backward and the optimizer's step follow), so it opens no window; once a backward ran, a forward does
+        again (a program that never steps its optimizer still gets a window)."""
+        if (module is not None and self.method is None and self.signs.optimizer_made and not self.signs.trained
+                and module.training and torch.is_grad_enabled()):
             return
         now = time.monotonic()
         if not self.window_due(now):

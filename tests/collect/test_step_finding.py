@@ -138,3 +138,10 @@ def test_an_inference_loop_in_training_mode_with_autograd_is_stepped_by_its_mode
     assert meta["step_method"] == "module"
     assert facts["steps.count"] == 5 and facts["workload.kind"] == "inference"
     assert facts["phases.forward.ms"] > 0 and facts["phases.backward.ms"] == 0
+
+
+def test_an_optimizer_that_never_steps_still_gets_a_time_window(tmp_path: Path) -> None:
+    """The time window waits out a step under way (the first training forward, a backward), not the whole run."""
+    meta, facts = _diagnose(tmp_path, "never-steps", "--window-start", "0.5", "--window", "0.5")
+    assert meta["step_method"] == "time" and meta["profile"] == "complete"
+    assert facts["phases.forward.ms"] > 0 and facts["phases.backward.ms"] > 0

@@ -8,6 +8,7 @@
     python loops.py --loop lbfgs-long      # LBFGS, 10 closure evaluations a step, each ~0.1 s (a sleep in it)
     python loops.py --loop long-steps      # SGD, each step ~0.6 s (a sleep after its forward)
     python loops.py --loop infer-train     # no optimizer, no backward: model(x) in a loop, autograd on, train mode
+    python loops.py --loop never-steps     # an optimizer made, forward and backward in a loop, never a step()
 """
 
 import time
@@ -111,5 +112,11 @@ elif args.loop == "infer-train":
     for step in range(args.steps):
         i = step % 60
         kept.append(model(X[i * 64:(i + 1) * 64]).argmax(dim=1))
+elif args.loop == "never-steps":
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    end = time.monotonic() + 4
+    while time.monotonic() < end:
+        model.zero_grad()
+        nn.functional.cross_entropy(model(X[:64]), Y[:64]).backward()
 else:
     parser.error(f"unknown loop {args.loop}")
