@@ -10,6 +10,8 @@ mark, so analysis leaves it out).
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import sys
 from typing import Any, Protocol
@@ -101,6 +103,14 @@ class KinetoBackend:
         if self._started:
             self.prof.stop_trace()
             self.prof, self._started = None, False
+
+    def forget(self) -> None:
+        """Delete the window saved so far: its steps were not the training's (an inference loop that a training
+        followed); the next window is recorded anew."""
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.trace_path)
+        self.saved = False
+        self.prof, self._started = None, False
 
     def next_step(self, step: int) -> None:
         self._close_step()

@@ -45,14 +45,18 @@ for its first step, model calls without autograd and the batches around them
 are not counted (for ``window_start_s`` at most); and an inference loop found
 before a ``backward()`` showed gives way to the training's steps, counting
 from step 0 again and dropping what the schedule had begun to record
-(``skipped``, said in the report).
+(``skipped``, said in the report). In a program that made no optimizer, an
+inference loop that outlasted the whole schedule is watched a while longer
+(as long again as it ran, ``window_start_s`` at most) before the script is
+stopped: a backward then drops its recording for the training's.
 
 The schedule is torch.profiler's: ``wait`` steps are skipped, ``warmup``
 steps run with the profiler prepared and the labels on, ``active`` steps are
 recorded. The wait steps are timed, and where the recorded steps would take
 longer than the time window the schedule is fitted to them
-(:mod:`advisor.collect.schedule_fit`), unless the user set it. The last :data:`SHAPE_STEPS` of the ``wait`` steps (never the first
-step, which holds the script's set-up) are recorded apart, CPU operators with
+(:mod:`advisor.collect.schedule_fit`), unless the user set it. The last
+:data:`SHAPE_STEPS` of the ``wait`` steps (never the first step, which holds
+the script's set-up) are recorded apart, CPU operators with
 their input shapes only, into :data:`~advisor.naming.SHAPES_DIR` beside the
 trace; the window then runs without ``record_shapes``, which would keep every
 operator's inputs alive until the profiler stops (see
@@ -82,7 +86,6 @@ import math
 import os
 import resource
 import signal
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -174,6 +177,8 @@ class StepDriver:
         self._faults_mark = 0
         self._tail_start = self._tail_mark = 0.0
         self._tail_limit_s = math.inf
+        #: when the watch for a training after an inference loop ends (time.monotonic()); 0 until it began
+        self._watch_until = 0.0
         #: the schedule: how many wait steps before the warm-up are recorded for their shapes (0: the window
         #: records them), fitted to long steps as they are timed (advisor.collect.schedule_fit)
         self._shapes_apart = cfg.mode == "kineto" and cfg.record_shapes and hasattr(backend, "start_shapes")
@@ -241,7 +246,7 @@ class StepDriver:
         if self.state == "shapes":  # the window never began: its shapes are no use
             self.backend.stop_shapes(save=False)  # type: ignore[attr-defined]
             self.state = "done"
-        if self.state == "tail":  # the window is saved; the unprofiled steps timed so far are kept
+        if self.state in ("tail", "watch"):  # the window is saved; the unprofiled steps timed so far are kept
             self.state = "done"
         self._instrument(False)
         self._release_headroom()
@@ -421,7 +426,7 @@ class StepDriver:
             return True
         if self.method is not None and self.cfg.step_method != "auto":
             return False
-        if self.state not in ("wait", "shapes", "warmup", "active") or (
+        if self.state not in ("wait", "shapes", "warmup", "active", "watch") or (
                 self.state != "wait" and self.cfg.mode != "kineto"):
             return False  # an outer tool's capture range cannot be taken back
         earlier = self.method
@@ -452,11 +457,17 @@ class StepDriver:
         if old in ("warmup", "active"):
             self.backend.discard()  # type: ignore[attr-defined]
             self.recorded = "none"
+        if old == "watch":  # the inference loop's recording was saved: it is not the training's
+            self._stop_clock()
+            self.backend.forget()  # type: ignore[attr-defined]
+            self.recorded = "none"
+            self.unprofiled_step_ms = []
+            self.heap["unprofiled_faults"] = []
         if old != "wait":
             self._instrument(False)
             self._release_headroom()
             self.heap["window_faults"] = []
-            for key in ("shapes_start", "warmup_start", "capture_start"):
+            for key in ("shapes_start", "warmup_start", "capture_start", "capture_end"):
                 self.timings.pop(key, None)
         self.timings["first_step"] = self._now()
         # the steps timed so far were the loop left behind: the training's are timed from here
@@ -487,6 +498,10 @@ class StepDriver:
             return  # an evaluation's batches before the training: not its steps
         self.step += 1  # counted after the window too, for the run's metadata (--run-to-end)
         if self.state == "done":
+            return
+        if self.state == "watch":
+            if time.monotonic() >= self._watch_until:
+                self._enter("done")
             return
         if self.step == 1:
             self._note_first_step()
@@ -609,12 +624,34 @@ class StepDriver:
             self._faults_mark = _minor_faults()
             window_s = self.timings["capture_end"] - self.timings["capture_start"]
             self._tail_limit_s = math.inf if _several_ranks() else max(_TAIL_MIN_S, window_s)
+        if new == "done" and self._watches_for_training():
+            return
         if new == "done":
             self._stop_clock()
             self._instrument(False)
             self._release_headroom()
             self._measure_handover()
             self.on_done()
+
+    def _watches_for_training(self) -> bool:
+        """Where the loop recorded was an inference loop in a program that made no optimizer and ran no backward,
+        the training may still come after it (an evaluation before a hand-written update that outlasted the
+        window): the script runs on, unprofiled, for as long again as the loop ran (``window_start_s`` at most),
+        and a backward in that time takes the window back for the training's steps (``_adopt``). True when it
+        watches (state ``watch``, ended by the next model call or the clock after the deadline). Not under an outer
+        tool (nvtx mode), whose capture range cannot be taken back, nor with several ranks, which stop together."""
+        if (self.method != "module" or self.cfg.step_method != "auto" or self.cfg.mode != "kineto"
+                or self.signs.optimizer_made or self.signs.trained or self._watch_until or _several_ranks()):
+            return False
+        ran = self._now() - self.timings.get("first_step", self._now())
+        self._watch_until = time.monotonic() + min(self.cfg.window_start_s, max(ran, _TAIL_MIN_S))
+        self.state = "watch"
+        self._stop_clock()
+        self._instrument(False)
+        self._release_headroom()
+        self._clock = _WindowClock(self, timer=True)
+        self._clock.start()
+        return True
 
     def _measure_handover(self) -> None:
         """What a DataLoader worker's hand-over of a batch would cost, where the loop fetched in process
@@ -650,6 +687,8 @@ class StepDriver:
     # the time window ------------------------------------------------------------
     def window_due_at(self) -> float | None:
         """When the time window should next open or close (time.monotonic()), or None (read-only; any thread)."""
+        if self.state == "watch":
+            return self._watch_until
         if self.method not in (None, "time") or self.state == "done" or self._evaluating_first():
             return None
         if self.method is None and (self._in_optimizer_step or self.signs.in_backward):
@@ -672,6 +711,10 @@ class StepDriver:
                 and module.training and torch.is_grad_enabled()):
             return
         now = time.monotonic()
+        if self.state == "watch":
+            if now >= self._watch_until:
+                self._enter("done")
+            return
         if not self.window_due(now):
             return
         if self.window_end is None:

@@ -145,3 +145,25 @@ def test_an_optimizer_that_never_steps_still_gets_a_time_window(tmp_path: Path) 
     meta, facts = _diagnose(tmp_path, "never-steps", "--window-start", "0.5", "--window", "0.5")
     assert meta["step_method"] == "time" and meta["profile"] == "complete"
     assert facts["phases.forward.ms"] > 0 and facts["phases.backward.ms"] > 0
+
+
+def test_an_evaluation_longer_than_the_window_before_a_hand_written_update_gives_way(tmp_path: Path) -> None:
+    """No optimizer: 60 calls under no_grad outlast the schedule and are recorded as an inference loop; the script
+    runs on a while unprofiled, the backward shows, and the training's steps are recorded in their place."""
+    meta, facts = _diagnose(tmp_path, "long-eval-hand")
+    assert meta["step_method"] == "backward"
+    _trains(facts)
+    assert facts["steps.skipped_loop"] == "module" and facts["steps.skipped_steps"] >= 18
+    assert "was an evaluation, and was skipped" in " ".join((tmp_path / "run" / "report.md").read_text().split())
+
+
+def test_an_inference_loop_is_kept_after_watching_for_a_training(tmp_path: Path) -> None:
+    """A program that only infers is stopped after the watch: about as long again as its loop ran."""
+    script = Path(__file__).parent / "scripts" / "model_only.py"
+    out = tmp_path / "run"
+    cli = run_cli("diagnose", str(script), "--out", str(out), "-q", "--no-escalate", "--", "--seconds", "60",
+                  cwd=tmp_path, timeout=300)
+    assert cli.code == 0, cli.output
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["step_method"] == "module" and meta["profile"] == "complete" and meta["outcome"] == "captured"
+    assert meta["wall_s"] < 30

@@ -9,6 +9,7 @@
     python loops.py --loop long-steps      # SGD, each step ~0.6 s (a sleep after its forward)
     python loops.py --loop infer-train     # no optimizer, no backward: model(x) in a loop, autograd on, train mode
     python loops.py --loop never-steps     # an optimizer made, forward and backward in a loop, never a step()
+    python loops.py --loop long-eval-hand  # no optimizer: 60 calls under no_grad (past the window), then training
 """
 
 import time
@@ -112,6 +113,13 @@ elif args.loop == "infer-train":
     for step in range(args.steps):
         i = step % 60
         kept.append(model(X[i * 64:(i + 1) * 64]).argmax(dim=1))
+elif args.loop == "long-eval-hand":
+    print("val", evaluate(60))  # longer than the whole schedule: recorded, then given back when the backward shows
+    for step in range(args.steps):
+        i = step % 60
+        model.zero_grad()
+        nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64]).backward()
+        hand_update()
 elif args.loop == "never-steps":
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     end = time.monotonic() + 4
