@@ -44,8 +44,9 @@ def diagnose(
                         "after each backward() (updates written by hand), calls of the model (inference: under "
                         "no_grad or in eval mode, or called again with no backward() in a program with no optimizer; "
                         "with --steps module, any call of the first module called), or a "
-                        "time window; auto tries them in that order, and skips an evaluation run before the "
-                        "first optimizer step.")] = StepMethod.auto,
+                        "time window; auto tries them in that order, skips an evaluation run before the "
+                        "first optimizer step, and makes each closure evaluation a step where one "
+                        "optimizer.step(closure) outlasts --window.")] = StepMethod.auto,
     window_start: Annotated[float, typer.Option(
         min=0, help="Time window: seconds before recording, counted from the script's start (--steps time) "
                     "or from the return of its first nn.Module call (auto).")] = 10.0,

@@ -3,13 +3,15 @@
 Run from a copy of ``../shared/programs/pytorch_examples/time_sequence_prediction`` (after its
 ``generate_sine_wave.py``); loads the data and builds the model as ``train.py`` does, and runs one
 ``optimizer.step(closure)`` of ``torch.optim.LBFGS`` (20 iterations, up to 25 closure evaluations) with
-``time.perf_counter`` around each part of each closure evaluation. It prints one JSON line: each part's share of
-the evaluations after the first (which pays the first calls' costs), each with the update arithmetic before it,
-the unit the advisor records for a step this long. The parts are the advisor's: forward (the model and the
+``time.perf_counter`` around each part of each closure evaluation, for ``--evaluations`` of them (the step is
+cut short there: its evaluations repeat). It prints one JSON line: each part's share of the evaluations after the
+first (which pays the first calls' costs), each with the update arithmetic before it, the unit the advisor records
+for a step this long. The parts are the advisor's: forward (the model and the
 loss), backward, and the rest (LBFGS's update between evaluations, and ``zero_grad``, ``loss.item()`` and the
 print in the closure).
 """
 
+import argparse
 import json
 import os
 import sys
@@ -21,6 +23,15 @@ from torch import nn, optim
 
 sys.path.insert(0, os.getcwd())
 from train import Sequence  # noqa: E402  (the program's own model, from its folder)
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--evaluations", type=int, default=8)
+args = parser.parse_args()
+
+
+class Enough(Exception):
+    """Enough evaluations timed: the rest of the step repeats them."""
+
 
 np.random.seed(0)
 torch.manual_seed(0)
@@ -37,6 +48,8 @@ last_end = [0.0]
 
 
 def closure():
+    if len(parts) == args.evaluations:
+        raise Enough
     start = time.perf_counter()
     optimizer.zero_grad()
     t0 = time.perf_counter()
@@ -53,7 +66,10 @@ def closure():
     return loss
 
 
-optimizer.step(closure)
+try:
+    optimizer.step(closure)
+except Enough:
+    pass
 timed = parts[1:]
 total = sum(sum(p.values()) for p in timed)
 shares = {k: sum(p[k] for p in timed) / total for k in ("forward", "backward", "update", "rest")}

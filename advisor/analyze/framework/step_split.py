@@ -37,8 +37,8 @@ PROVIDES = (
              "steps', on mean"),
     FactSpec("steps.source", "text", "how steps were found: ProfilerStep ranges, or the whole trace as one window"),
     FactSpec("steps.method", "text", "how the collector recognised a step: optimizer, dataloader, backward (the "
-             "model's first call after each backward: an update written by hand), module (calls of the model) or "
-             "time"),
+             "model's first call after each backward: an update written by hand), module (calls of the model), "
+             "closure (each closure evaluation of a long optimizer.step(closure)) or time"),
     FactSpec("steps.fitted_to_ms", "ms", "the step length the collector fitted its schedule to, where the steps "
              "were too long for the recorded ones to fit in the time window (--window): fewer steps skipped, warmed "
              "up and recorded (advisor.collect.schedule_fit); absent where the schedule stood as given"),
