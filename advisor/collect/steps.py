@@ -497,11 +497,7 @@ class StepDriver:
         if self.method == "dataloader" and self._evaluating_first():
             return  # an evaluation's batches before the training: not its steps
         self.step += 1  # counted after the window too, for the run's metadata (--run-to-end)
-        if self.state == "done":
-            return
-        if self.state == "watch":
-            if time.monotonic() >= self._watch_until:
-                self._enter("done")
+        if self.state in ("done", "watch"):  # the watch ends in poll_time, which the clock's module hook calls
             return
         if self.step == 1:
             self._note_first_step()

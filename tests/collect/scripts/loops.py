@@ -44,6 +44,14 @@ def hand_update(lr: float = 0.05) -> None:
         p.data.add_(p.grad, alpha=-lr)
 
 
+def train_by_hand(steps: int) -> None:
+    for step in range(steps):
+        i = step % 60
+        model.zero_grad()
+        nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64]).backward()
+        hand_update()
+
+
 if args.loop == "eval-first":
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     print("val", evaluate())
@@ -66,19 +74,10 @@ elif args.loop == "eval-loader":
         loss.backward()
         opt.step()
 elif args.loop == "hand-sgd":
-    for step in range(args.steps):
-        i = step % 60
-        model.zero_grad()
-        loss = nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64])
-        loss.backward()
-        hand_update()
+    train_by_hand(args.steps)
 elif args.loop == "eval-then-hand":
     print("val", evaluate(10))  # its 10th call is inside the recorded window: dropped when the backward shows
-    for step in range(args.steps):
-        i = step % 60
-        model.zero_grad()
-        nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64]).backward()
-        hand_update()
+    train_by_hand(args.steps)
 elif args.loop == "accumulate":
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     for step in range(args.steps):
@@ -115,11 +114,7 @@ elif args.loop == "infer-train":
         kept.append(model(X[i * 64:(i + 1) * 64]).argmax(dim=1))
 elif args.loop == "long-eval-hand":
     print("val", evaluate(60))  # longer than the whole schedule: recorded, then given back when the backward shows
-    for step in range(args.steps):
-        i = step % 60
-        model.zero_grad()
-        nn.functional.cross_entropy(model(X[i * 64:(i + 1) * 64]), Y[i * 64:(i + 1) * 64]).backward()
-        hand_update()
+    train_by_hand(args.steps)
 elif args.loop == "never-steps":
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     end = time.monotonic() + 4
