@@ -131,14 +131,14 @@ def _profiler_settings(cfg: CollectorConfig, timeout_s: float | None, nproc_per_
         "step_method": cfg.step_method, "window_start_s": cfg.window_start_s, "window_s": cfg.window_s,
         "run_to_end": cfg.run_to_end, "record_shapes": cfg.record_shapes, "profile_memory": cfg.profile_memory,
         "with_stack": cfg.with_stack, "source_lines": cfg.source_lines, "mode": cfg.mode, "timeout_s": timeout_s,
-        "nproc_per_node": nproc_per_node,
+        "nproc_per_node": nproc_per_node, "trial_budget_s": cfg.trial_budget_s, "trial_numerics": cfg.trial_numerics,
     }
 
 
 def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, *, out: Path | None = None,
                     timeout_s: float | None = None, rule_dirs: list[Path] | None = None,
                     nproc_per_node: int = 1, argv: list[str] | None = None, workflow: Path | None = None,
-                    escalate: bool = True, progress: Callable[[str], None] | None = None,
+                    escalate: bool = True, trial: bool = True, progress: Callable[[str], None] | None = None,
                     gpu_spec: Path | None = None) -> RunSummary:
     from advisor.collect.framework import check_script
 
@@ -152,7 +152,8 @@ def diagnose_script(script: Path, script_args: list[str], cfg: CollectorConfig, 
         if spec_path:
             run.update_metadata(gpu_spec=spec_path)  # the analyzers read it from run.json
         return _diagnose(run, book, graph, keep, resolved, script, script_args, cfg, timeout_s=timeout_s,
-                         nproc_per_node=nproc_per_node, argv=argv, escalate=escalate, progress=progress)
+                         nproc_per_node=nproc_per_node, argv=argv, escalate=escalate, trial=trial,
+                         progress=progress)
 
 
 def _gpu_spec(path: Path | None) -> str:
@@ -167,7 +168,8 @@ def _gpu_spec(path: Path | None) -> str:
 
 def _diagnose(run: RunDir, book: RuleBook, graph: Any, keep: Salvage, resolved: Path, script: Path,
               script_args: list[str], cfg: CollectorConfig, *, timeout_s: float | None, nproc_per_node: int,
-              argv: list[str] | None, escalate: bool, progress: Callable[[str], None] | None) -> RunSummary:
+              argv: list[str] | None, escalate: bool, trial: bool,
+              progress: Callable[[str], None] | None) -> RunSummary:
     cfg.script = str(script)  # as typed: it becomes the script's sys.argv[0]
     cfg.args = list(script_args)
     cfg.source_roots = cfg.source_roots or [str(resolved.parent)]
@@ -181,9 +183,12 @@ def _diagnose(run: RunDir, book: RuleBook, graph: Any, keep: Salvage, resolved: 
         source_roots=cfg.source_roots, nproc_per_node=nproc_per_node,
     )
     hooks = _ScriptRun(run, keep, cfg)
+    skip = {} if escalate else {name: "--no-escalate was given" for name in graph.order()
+                                 if name not in ("trial", graph.start)}
+    if not trial:
+        skip["trial"] = "--no-trial was given"
     diagnosed = walk_script(run, book, graph, config=cfg, run_meta=run.read_metadata(), hooks=hooks,
-                            hold=None if escalate else "--no-escalate was given", timeout_s=timeout_s,
-                            progress=progress)
+                            skip=skip, timeout_s=timeout_s, progress=progress)
     keep.findings, keep.phase = diagnosed.findings, "writing the report"
     save(run, diagnosed)
     keep.saved = True

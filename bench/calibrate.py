@@ -183,6 +183,8 @@ def run_pair(row: dict[str, Any], folder: Path, extra: list[str], prefault_gib: 
         "folder": str(folder), "order": "fixed first" if fixed_first else "slow first",
         "fired": gain is not None, "quiet_after": rule not in fixed_diagnoses,
         "estimate_ms": gain["estimate_ms"] if gain else None,
+        # what the trial stage measured on the slow run, where the rule tries a setting
+        "trial_ms": gain.get("trial_ms") if gain else None,
         "step_gain_ms": -data["step"]["delta"] if data["step"]["delta"] is not None else None,
         "step_ms": [data["step"]["a"], data["step"]["b"]],
         "target": gain["target"]["fact"] if gain and gain["target"] else None,
@@ -220,7 +222,10 @@ def summarise(row: dict[str, Any], pairs: list[dict[str, Any]]) -> dict[str, Any
     judged = bare_error if row["judge"] == "bare" else error
     ok = fired and judged is not None and abs(judged) <= TOLERANCE
     noise = _noise(bare_errors if row["judge"] == "bare" else errors)
+    trial = _median([p.get("trial_ms") for p in pairs])
+    trial_error = _median([_error(p.get("trial_ms"), p["step_gain_ms"]) for p in pairs if p.get("trial_ms") is not None])
     return {"example": row["example"], "rule": row["rule"], "judge": row["judge"], "pairs": pairs, "fired": fired,
+            "trial_ms": trial, "trial_error": trial_error,
             "quiet_after": quiet,
             "estimate_ms": estimate, "measured_ms": measured,
             "bare_estimate_ms": bare_estimate, "bare_measured_ms": bare_measured, "bare_error": bare_error,
@@ -282,7 +287,8 @@ def _ms(value: float | None) -> str:
 def print_pair(n: int, pair: dict[str, Any]) -> None:
     a, b = pair["step_ms"]
     first = " (fixed twin first)" if pair.get("order") == "fixed first" else ""
-    print(f"    pair {n}{first}: step {_ms(a)} -> {_ms(b)} ms, estimated {_ms(pair['estimate_ms'])}, measured "
+    tried = f", tried {_ms(pair['trial_ms'])}" if pair.get("trial_ms") is not None else ""
+    print(f"    pair {n}{first}: step {_ms(a)} -> {_ms(b)} ms, estimated {_ms(pair['estimate_ms'])}{tried}, measured "
           f"{_ms(pair['step_gain_ms'])}" + (f", {pair['target']} fell {_ms(pair['target_gain_ms'])}"
                                            if pair["target"] else "")
           + ("" if pair["fired"] else ", rule did NOT fire") + ("" if pair["quiet_after"] else ", fired after fix"))
@@ -309,6 +315,13 @@ def print_table(results: list[dict[str, Any]]) -> None:
               f"{_ms(r['estimate_ms'])} {_ms(r['measured_ms'])} {_ms(r['target_gain_ms']):>9} {error}  "
               f"{r['result']:<6}  {medians}  {_ms(r.get('bare_estimate_ms'))} {_ms(r.get('bare_measured_ms'))} {bare}  "
               + (f"{r['noise']:>6.0%}" if r.get("noise") is not None else "   n/a"))
+    tried = [r for r in results if r.get("trial_ms") is not None]
+    if tried:
+        print("\nthe trial stage's measured gain on the slow run, against the fixed twin's gain:")
+        for r in tried:
+            error = f"{r['trial_error']:+7.0%}" if r.get("trial_error") is not None else "    n/a"
+            print(f"  {r['example']:<22} {r['rule']:<7} tried {_ms(r['trial_ms'])} ms, measured "
+                  f"{_ms(r['measured_ms'])} ms, error {error}")
     print(f"(medians of the pairs; measured = fall of the mean step time; error = median of the pairs' errors, +inf for a pair that gained nothing; "
           f"of medians = (median est - median meas) / median meas; target = fall of the time the diagnosis "
           f"pointed at, where compare names one; quiet = the rule did not fire on any fixed run; PASS: fired on "
@@ -351,6 +364,40 @@ def pool_runs(files: list[Path]) -> list[dict[str, Any]]:
     return [summarise({**row, "pairs": 0}, row["pairs"]) for row in rows.values()]
 
 
+def trial_pairs(paths: list[Path]) -> list[dict[str, Any]]:
+    """Every (estimate, measured) pair the trial stage left in these run directories, or the run directories
+    under them: each diagnosis whose gain a trial measured on the user's own steps, with its rule's estimate."""
+    runs = sorted({d.parent for p in paths for d in ([p / "diagnoses.json"] if (p / "diagnoses.json").exists()
+                                                      else p.rglob("diagnoses.json"))})
+    out = []
+    for run in runs:
+        for d in json.loads((run / "diagnoses.json").read_text()).get("diagnoses", []):
+            row = d.get("measured")
+            if d.get("gain_source") != "trial" or not isinstance(row, dict):
+                continue
+            out.append({"run": str(run), "rule": d["rule_id"], "knob": row.get("knob"),
+                        "estimate_ms": d.get("estimate_ms"), "measured_ms": row.get("gain_ms"),
+                        "spread_ms": row.get("spread_ms"), "pairs": row.get("pairs"),
+                        "error": _error(d.get("estimate_ms"), row.get("gain_ms"))})
+    return out
+
+
+def print_trials(pairs: list[dict[str, Any]]) -> int:
+    if not pairs:
+        print("no diagnosis in these run directories had its gain measured by a trial")
+        return 1
+    print(f"{'rule':<8} {'knob':<22} {'est ms':>8} {'meas ms':>8} {'spread':>8} {'pairs':>5} {'error':>7}  run")
+    for p in pairs:
+        error = f"{p['error']:+7.0%}" if p["error"] is not None else "    n/a"
+        print(f"{p['rule']:<8} {p['knob']:<22} {_ms(p['estimate_ms'])} {_ms(p['measured_ms'])} "
+              f"{_ms(p['spread_ms'])} {p['pairs']:>5} {error}  {p['run']}")
+    errors = [p["error"] for p in pairs if p["error"] is not None and math.isfinite(p["error"])]
+    within = sum(abs(e) <= TOLERANCE for e in errors)
+    print(f"(error = (estimate - measured) / measured; {within} of {len(errors)} estimates within "
+          f"+-{TOLERANCE:.0%} of the measured gain)")
+    return 0
+
+
 def _commit() -> str | None:
     """The checkout's commit, with ``+changes`` where its files differ from it; None outside a git checkout."""
     try:
@@ -389,7 +436,12 @@ def main() -> None:
                         help="run nothing: judge each row over the pairs of these earlier runs' --json files "
                              "together (runs of the same estimates: a row's noise falls with the pairs pooled)")
     parser.add_argument("--out", type=Path, help="folder for the runs (default bench/out/calibrate-<time>)")
+    parser.add_argument("--trials", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="run nothing: list the (estimate, measured) pair of every diagnosis a trial measured in "
+                             "these run directories (or folders of them), and the estimates' errors against it")
     args = parser.parse_args()
+    if args.trials:
+        sys.exit(print_trials(trial_pairs(args.trials)))
     if args.pool:
         pooled = pool_runs(args.pool)
         print_table(pooled)

@@ -33,6 +33,7 @@ MODULES: dict[str, tuple[str, ...]] = {
         "framework.trace_info", "framework.workload", "framework.zero_grad",
     )),
     "kernel": ("advisor.analyze.kernel.kernels",),
+    "trial": ("advisor.analyze.trial.gains",),
     "system": tuple(f"advisor.analyze.system.{m}" for m in ("cuda_api", "gpu_gaps", "kernels", "osrt", "timeline")),
 }
 

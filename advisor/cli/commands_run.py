@@ -68,13 +68,24 @@ def diagnose(
     escalate: Annotated[bool, typer.Option(
         help="Run the deeper stages the workflow asks for (Nsight Systems, Nsight Compute); with "
              "--no-escalate they are only listed, with the command that would run them.")] = True,
+    trial: Annotated[bool, typer.Option(
+        help="Where a diagnosis's fix is a setting (threads, grad mode, anomaly detection, the optimizer's "
+             "foreach, zero_grad's set_to_none, TF32), run the script again and try it A/B on its own steps: "
+             "the report gives the measured gain beside the estimate. Every setting is undone before the "
+             "trial run stops.")] = True,
+    trial_budget: Annotated[float, typer.Option(
+        min=1, help="Seconds of steps the trial may spend, all settings together (the script's start-up and "
+                    "wait steps come on top).")] = 60.0,
+    trial_numerics: Annotated[bool, typer.Option(
+        help="Also try settings that may change the results in the last bits (TF32, a fused optimizer).")] = False,
     fail_on: FailOnOption = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the summary card.")] = False,
 ) -> None:
     """Run SCRIPT under the profiler for a few steady-state steps and explain what is slow.
 
     When a diagnosis needs a closer look, the workflow (`advisor workflow show`) runs the
-    script again under Nsight Systems or Nsight Compute, and the report says why.
+    script again under Nsight Systems or Nsight Compute, and the report says why; where
+    its fix is a setting, the script runs once more to try it on its own steps.
 
     Example: advisor diagnose train.py -- --lr 0.1
     """
@@ -88,11 +99,12 @@ def diagnose(
     cfg = CollectorConfig(
         script=str(script), **schedule, fit_schedule=not schedule, step_method=steps.value,
         window_start_s=window_start, window_s=window, run_to_end=run_to_end, profile_memory=memory,
-        with_stack=with_stack, source_lines=source_lines,
+        with_stack=with_stack, source_lines=source_lines, trial_budget_s=trial_budget,
+        trial_numerics=trial_numerics,
     )
     summary = diagnose_script(script, script_args or [], cfg, out=out, timeout_s=timeout, rule_dirs=rules,
                               nproc_per_node=nproc_per_node, argv=list(sys.argv), workflow=workflow,
-                              escalate=escalate, gpu_spec=gpu_spec,
+                              escalate=escalate, trial=trial, gpu_spec=gpu_spec,
                               progress=None if quiet else lambda m: say(err, f"advisor: {m}", "dim"))
     result = summary.framework
     if result and result.outcome not in SUCCESS:

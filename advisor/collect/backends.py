@@ -21,7 +21,7 @@ import torch
 from advisor.collect.config import CollectorConfig
 from advisor.naming import CAPTURE_RANGE, PARTIAL_STEP, STEP_PREFIX
 
-__all__ = ["Backend", "KinetoBackend", "NvtxBackend"]
+__all__ = ["Backend", "KinetoBackend", "NullBackend", "NvtxBackend"]
 
 
 class Backend(Protocol):
@@ -183,6 +183,22 @@ def _prepare_without_inductor(prof: Any) -> None:
             del torch.__getattr__  # type: ignore[attr-defined]
         else:
             torch.__getattr__ = lazy  # type: ignore[attr-defined]
+
+
+class NullBackend:
+    """Records nothing: the trial stage's run times its steps without a profiler."""
+
+    def prepare(self) -> None:
+        pass
+
+    def start(self, step: int) -> None:
+        pass
+
+    def next_step(self, step: int) -> None:
+        pass
+
+    def stop(self, complete: bool = True) -> None:
+        pass
 
 
 class NvtxBackend:

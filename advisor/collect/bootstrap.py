@@ -58,7 +58,7 @@ from advisor.collect.environment import describe_environment
 from advisor.collect import host_hooks
 from advisor.collect.labels import PhaseLabels
 from advisor.collect.source_marker import SourceMarker, library_roots
-from advisor.collect.backends import KinetoBackend, NvtxBackend
+from advisor.collect.backends import KinetoBackend, NullBackend, NvtxBackend
 from advisor.collect.steps import StepDriver
 from advisor.collect.user_traceback import describe, print_user_traceback, worker_failure
 from advisor.naming import SHAPES_DIR
@@ -95,6 +95,8 @@ class Child:
         backend: Any
         if self.cfg.mode == "kineto":
             backend = KinetoBackend(self.cfg, str(self.trace_path), str(self.out / SHAPES_DIR / self.trace_path.name))
+        elif self.cfg.mode == "trial":
+            backend = NullBackend()  # the trial times steps without any profiler (advisor.collect.trial_blocks)
         else:
             backend = NvtxBackend()
         roots = [Path(r) for r in self.cfg.source_roots] or [Path(script_dir)]
@@ -109,7 +111,7 @@ class Child:
         self.driver.attach()
         # torch.save and DataLoader worker start-up, named in the trace with the line that called them
         host_hooks.install(marker.caller_label if marker is not None else None)
-        if self.cfg.mode == "kineto":
+        if self.cfg.mode in ("kineto", "trial"):
             # In nvtx mode the outer tool (nsys, ncu) owns stopping and saving; and Nsight
             # Systems 2022.4's OS-runtime tracing hangs at exit in a target that installs
             # signal handlers or changes its signal mask, so that mode touches neither.
@@ -138,7 +140,7 @@ class Child:
 
     def finish(self, outcome: str, exit_code: int, error: dict[str, Any] | None = None, *, hard: bool) -> None:
         """Save what was recorded, write the status, and end the process with ``exit_code``."""
-        if self.cfg.mode == "kineto":
+        if self.cfg.mode in ("kineto", "trial"):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM now just ends us
         if self.driver is not None and not self.driver.done:
             self.driver.stop_early()
@@ -200,6 +202,8 @@ class Child:
             "heap": d.heap if d else None,
             # what the window recorded: none, partial (the script ended inside it) or complete
             "profile": d.recorded if d else "none",
+            # the trial stage's run: the settings tried and each block's step times (advisor.collect.trial_blocks)
+            **({"trial": d.trial.as_json()} if d and d.trial else {}),
         })
         if error:
             self.status["error"] = error

@@ -43,8 +43,15 @@ class CollectorConfig:
     with_stack: bool = False
     source_lines: bool = True
     #: "kineto" records a torch.profiler trace; "nvtx" only marks phases and the
-    #: capture range for an outer tool (nsys, ncu)
+    #: capture range for an outer tool (nsys, ncu); "trial" records nothing and tries settings on the steps
+    #: after the wait steps (advisor.collect.trial_blocks)
     mode: str = "kineto"
+    #: the trial stage's plan: knobs, block_steps, pairs, budget_s (mode "trial" only)
+    trial: dict[str, Any] | None = None
+    #: seconds of trial steps the trial stage may spend, all settings together (--trial-budget)
+    trial_budget_s: float = 60.0
+    #: settings that may change the results (TF32, a fused optimizer) may be tried (--trial-numerics)
+    trial_numerics: bool = False
     source_roots: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:

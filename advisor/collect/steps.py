@@ -88,6 +88,7 @@ import resource
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -103,6 +104,7 @@ from advisor.collect.labels import PhaseLabels, patch_dataloader_next, patch_gra
 from advisor.collect.schedule_fit import Schedule, fit_schedule
 from advisor.collect.source_marker import SourceMarker
 from advisor.collect.training_signs import TrainingSigns
+from advisor.collect.trial_blocks import TrialBlocks
 from advisor.collect.worker_handover import measure_worker_handover
 
 __all__ = ["StepDriver"]
@@ -193,6 +195,13 @@ class StepDriver:
         #: where each step is a closure evaluation (a long closure optimizer step): the optimizer step's
         #: length and closure evaluations they were chosen from
         self.closure_unit: dict[str, float] | None = None
+        #: the trial stage's run (``mode: trial``): settings alternated in blocks of steps after the wait steps
+        #: (advisor.collect.trial_blocks), on the optimizers that stepped
+        self._optimizers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.trial = self._new_trial() if cfg.mode == "trial" else None
+
+    def _new_trial(self) -> TrialBlocks:
+        return TrialBlocks(self.cfg.trial or {}, lambda: list(self._optimizers))
 
     # lifecycle -------------------------------------------------------------------
     def attach(self) -> None:
@@ -248,6 +257,9 @@ class StepDriver:
             self.state = "done"
         if self.state in ("tail", "watch"):  # the window is saved; the unprofiled steps timed so far are kept
             self.state = "done"
+        if self.trial is not None:  # every setting undone; the blocks timed so far are kept
+            self.trial.finish("the script ended")
+            self.state = "done"
         self._instrument(False)
         self._release_headroom()
         return False
@@ -290,6 +302,8 @@ class StepDriver:
         self._in_optimizer_step = max(self._in_optimizer_step - 1, 0)
         self.labels.optimizer_end()
         self.signs.trained = True
+        if self.trial is not None:
+            self._optimizers.add(optimizer)
         if self._lead_optimizer is None:
             self._lead_optimizer = id(optimizer)
         if id(optimizer) != self._lead_optimizer or self.method == "closure":
@@ -426,8 +440,8 @@ class StepDriver:
             return True
         if self.method is not None and self.cfg.step_method != "auto":
             return False
-        if self.state not in ("wait", "shapes", "warmup", "active", "watch") or (
-                self.state != "wait" and self.cfg.mode != "kineto"):
+        if self.state not in ("wait", "shapes", "warmup", "active", "watch", "trial") or (
+                self.state != "wait" and self.cfg.mode not in ("kineto", "trial")):
             return False  # an outer tool's capture range cannot be taken back
         earlier = self.method
         self.method = method
@@ -463,6 +477,9 @@ class StepDriver:
             self.recorded = "none"
             self.unprofiled_step_ms = []
             self.heap["unprofiled_faults"] = []
+        if old == "trial" and self.trial is not None:  # the settings were tried on the loop left behind
+            self.trial.finish("restarted")
+            self.trial = self._new_trial()
         if old != "wait":
             self._instrument(False)
             self._release_headroom()
@@ -476,6 +493,8 @@ class StepDriver:
     # the schedule ------------------------------------------------------------------
     def _state_of(self, step: int) -> str:
         c = self.plan
+        if self.trial is not None:
+            return "wait" if step < c.wait else ("done" if self.trial.done else "trial")
         if step < c.wait - self.shape_steps:
             return "wait"
         if step < c.wait:
@@ -505,6 +524,10 @@ class StepDriver:
             self._time_wait_step()
             if self.method == "closure" or not self._to_closure_steps():
                 self._fit()
+        if self.state == "trial":
+            if self.trial is not None and self.trial.boundary():
+                self._enter("done")
+            return
         new = self._state_of(self.step)
         if self.state in ("active", "tail"):
             faults = _minor_faults()
@@ -579,6 +602,15 @@ class StepDriver:
 
     def _enter(self, new: str) -> None:
         old, self.state = self.state, new
+        if new == "trial" and self.trial is not None:
+            self.timings["trial_start"] = self._now()
+            self.trial.begin()
+            if self.trial.done:  # no knob applies to this program
+                self._enter("done")
+            return
+        if old == "trial" and self.trial is not None:
+            self.trial.finish("complete")
+            self.timings["trial_end"] = self._now()
         if old == "wait" and new in ("shapes", "warmup", "active"):
             # Before the warm-up, not at the capture: the probes take a few hundred ms, and ranks that finish
             # them at different times meet again at the warm-up's first collective, not in a recorded step.
@@ -712,6 +744,11 @@ class StepDriver:
                 self._enter("done")
             return
         if not self.window_due(now):
+            return
+        if self.window_end is None and self.trial is not None:
+            # a time window has no steps to alternate settings between
+            self.trial.finish("no steps: the script's training steps were not recognised in time")
+            self._enter("done")
             return
         if self.window_end is None:
             self.method = "time"

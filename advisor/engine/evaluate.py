@@ -62,6 +62,14 @@ class Diagnosis:
     facts: dict[str, Any] = field(default_factory=dict)
     status: str = "stable"
     source: str = ""
+    #: the setting the trial stage tries for this fix (the rule's ``try``), and what the trial measured: the
+    #: row of ``trial.results`` (gain_ms, spread_ms, pairs, base_ms, tried_ms, line, numerics)
+    knob: str | None = None
+    measured: dict[str, Any] | None = None
+    #: the rule's formula, kept where a trial measured the gain (``impact_ms`` is then the measured gain)
+    estimate_ms: float | None = None
+    #: where ``impact_ms`` comes from: "estimate" (the rule's formula) or "trial" (measured on the user's steps)
+    gain_source: str = "estimate"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,7 +123,27 @@ def evaluate_rule(loaded: LoadedRule | Rule, values: Mapping[str, Any] | Environ
         facts=_facts_used(references, env), status=rule.status, source=source,
     )
     diagnosis.kernels = _kernels(compiled.kernels, env, diagnosis.evidence)
+    if rule.trial:
+        _measured(diagnosis, rule.trial, env, step_ms)
     return Outcome(rule.id, "fired"), diagnosis
+
+
+def _measured(diagnosis: Diagnosis, knob: str, env: Environment, step_ms: float | None) -> None:
+    """Where the trial stage tried the rule's setting, its measured gain is the diagnosis's figure (a gain
+    measured on the user's steps beats a formula), the formula's kept beside it."""
+    diagnosis.knob = knob
+    try:
+        rows, rest = env.resolve(("trial", "results"))
+    except Absent:
+        return
+    row = next((r for r in rows or [] if isinstance(r, dict) and r.get("knob") == knob), None) if not rest else None
+    if row is None or not isinstance(row.get("gain_ms"), (int, float)):
+        return
+    diagnosis.measured = dict(row)
+    diagnosis.estimate_ms = diagnosis.impact_ms
+    gain = max(float(row["gain_ms"]), 0.0)
+    diagnosis.impact_ms = min(gain, step_ms) if step_ms else gain
+    diagnosis.gain_source = "trial"
 
 
 def _severity(rule: Rule, env: Environment) -> str:

@@ -102,6 +102,8 @@ class Rule:
     fix: str = ""
     fix_code: str = ""
     escalate: str | None = None
+    #: the setting the trial stage tries for this rule's fix (a name of advisor.knobs.KNOBS; ``try:`` in YAML)
+    trial: str | None = None
     refines: list[Refinement] = field(default_factory=list)
     #: the kernels the diagnosis names (a list of kernel names, or of rows with ``name``/``kernel``): what the
     #: kernel stage is asked about, and what its diagnoses refine; without it, the evidence's ``kernel`` column

@@ -186,7 +186,7 @@ def _check(data: dict[str, Any], path: Path, lines: LineMap) -> dict[str, Any]:
 
 
 #: the modules whose code decides whether a text passes and what it is read as (with the expression parser's)
-_CHECKED_BY = ("engine/schema.py", "engine/rule.py", "expr/template.py")
+_CHECKED_BY = ("engine/schema.py", "engine/rule.py", "expr/template.py", "knobs.py")
 _key: list[bytes] = []
 
 

@@ -20,6 +20,7 @@ One rule per YAML file, ``rules/<stage>/<ID>-<name>.yaml``::
     fix_code: |                     # optional snippet, shown as code
       DataLoader(ds, num_workers=4, pin_memory=True, persistent_workers=True)
     escalate: nsys                  # optional: nsys | ncu
+    try: intra_op_threads           # optional: the setting the trial stage tries on the user's steps
     kernels: "[k.name for k in kernels.top if k.share >= 0.05]"  # optional: the kernels this diagnosis names
     refines:                        # optional, deeper stages: the earlier diagnosis this one explains
       - {rule: DL001, when: 'system.osrt.main_top_phase == refined.phase'}
@@ -144,7 +145,7 @@ class Rule(BaseModel):
     """A rule file's data, checked: expressions and templates are parsed on validation. The engine reads the
     :class:`advisor.engine.rule.Rule` built from its :func:`dump`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     id: str
     name: str = ""
@@ -159,6 +160,8 @@ class Rule(BaseModel):
     fix: str = ""
     fix_code: str = ""
     escalate: Literal["nsys", "ncu"] | None = None
+    #: the setting the trial stage tries for the fix (advisor.knobs); ``try`` is a Python keyword
+    trial: str | None = Field(None, alias="try")
     refines: list[Refinement] = Field(default_factory=list)
     #: the kernels the diagnosis names (a list of kernel names, or of rows with ``name``/``kernel``): what the
     #: kernel stage is asked about, and what its diagnoses refine; without it, the evidence's ``kernel`` column
@@ -175,6 +178,15 @@ class Rule(BaseModel):
             raise ValueError("needs at least one {level, when} tier")
         if not isinstance(v, (str, list)):
             raise ValueError(f"must be one of {', '.join(SEVERITIES)}, or a list of {{level, when}} tiers")
+        return v
+
+    @field_validator("trial")
+    @classmethod
+    def _knob(cls, v: str | None) -> str | None:
+        from advisor.knobs import KNOBS
+
+        if v is not None and v not in KNOBS:
+            raise ValueError(f"names a setting the trial stage knows, one of {', '.join(KNOBS)}; not {v!r}")
         return v
 
     @field_validator("refines", mode="before")

@@ -140,10 +140,13 @@ def _gains(side_a: Mapping[str, Any], side_b: Mapping[str, Any], step: Mapping[s
     for diag in side_a["diagnoses"]:
         target = _target(diag, side_a, side_b["facts"])
         target_gain = -target["delta"] if target and target["delta"] is not None else None
-        estimate = _num(diag.get("impact_ms"))
+        # the rule's formula, where a trial measured the gain in its place (that gain is given beside it)
+        trial = diag.get("gain_source") == "trial"
+        estimate = _num(diag.get("estimate_ms") if trial else diag.get("impact_ms"))
         row = {
             "rule_id": diag.get("rule_id"), "name": diag.get("name"), "severity": diag.get("severity"),
             "status": "remains" if diag.get("rule_id") in b_ids else "gone", "estimate_ms": estimate,
+            "trial_ms": _num(diag.get("impact_ms")) if trial else None,
             "step_gain_ms": step_gain, "target": target, "target_gain_ms": target_gain,
             "step_judgement": _judge(estimate, step_gain), "target_judgement": _judge(estimate, target_gain),
         }

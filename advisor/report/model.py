@@ -103,8 +103,36 @@ def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mappi
         impact = diag.get("impact_ms")
         view["impact_share"] = impact / step if isinstance(impact, (int, float)) and isinstance(step, (int, float)) \
             and step > 0 else None
+        view["trial_text"] = trial_text(diag)
         out.append(view)
     return out
+
+
+def trial_text(diag: Mapping[str, Any]) -> str | None:
+    """What the trial stage measured for this diagnosis's fix, beside the rule's estimate; None where no trial
+    measured it."""
+    row = diag.get("measured")
+    if not isinstance(row, Mapping) or not isinstance(row.get("gain_ms"), (int, float)):
+        return None
+    gain, spread, pairs = float(row["gain_ms"]), float(row.get("spread_ms") or 0.0), row.get("pairs")
+    how = (f"A/B on the script's own steps, {pairs} pairs of blocks: {fmt_ms(row.get('base_ms') or 0)} a step as "
+           f"it is, {fmt_ms(row.get('tried_ms') or 0)} with the setting")
+    if gain > 0 and row.get("clear"):
+        said = f"Measured: the setting gave back {fmt_ms(gain)} ± {fmt_ms(spread)} per step ({how})."
+    elif gain > 0:
+        said = (f"Measured: {fmt_ms(gain)} ± {fmt_ms(spread)} per step, within the noise of the trial "
+                f"({how}).")
+    else:
+        said = f"Measured: the setting gave back nothing ({fmt_ms(gain)} ± {fmt_ms(spread)} per step; {how})."
+    estimate = diag.get("estimate_ms")
+    if isinstance(estimate, (int, float)):
+        said += f" The rule's estimate was {fmt_ms(estimate)}."
+    line = row.get("line")
+    if line:
+        said += f" The setting, in your code: `{line}`."
+    if row.get("numerics"):
+        said += " It may change the results in the last bits: check the loss against a run without it."
+    return said
 
 
 def loop_note(facts: Mapping[str, Any]) -> str | None:

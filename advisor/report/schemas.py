@@ -93,7 +93,8 @@ class Diagnosis(_Strict):
     name: str = Field(description="kebab-case name of the problem")
     stage: Literal["framework", "system", "kernel"]
     severity: Severity
-    impact_ms: Optional[float] = Field(description="estimated time per step the fix gives back; null if unknown")
+    impact_ms: Optional[float] = Field(description="time per step the fix gives back, measured by the trial "
+                                                   "(gain_source trial) or estimated; null if unknown")
     confidence: Literal["low", "medium", "high"]
     impact_basis: str = Field(description="how the gain was estimated")
     what: str
@@ -115,6 +116,13 @@ class Diagnosis(_Strict):
     facts: dict[str, Any] = Field(description="the facts the rule read, by name, with this run's values")
     status: Literal["preview", "stable", "deprecated", "disabled"]
     source: str = Field(description="the rule file")
+    knob: Optional[str] = Field(description="the setting the trial stage tries for this fix (the rule's `try`)")
+    measured: Optional[dict[str, Any]] = Field(
+        description="what the trial measured on the script's steps: its row of the fact trial.results (gain_ms, "
+                    "spread_ms, pairs, base_ms, tried_ms, share, steps, clear, line, numerics); null if not tried")
+    estimate_ms: Optional[float] = Field(description="the rule's own estimate, where a trial measured the gain")
+    gain_source: Literal["estimate", "trial"] = Field(
+        description="where impact_ms comes from: the rule's estimate, or the trial's measured gain")
 
 
 class Outcome(_Strict):

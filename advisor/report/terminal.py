@@ -63,6 +63,8 @@ def print_card(data: dict[str, Any], report_path: str, console: Console | None =
         if top.get("why"):
             parts.append(Text.assemble(("Why: ", "bold"), _first_sentence(top["why"])))
         gain = f" (gives back ~{fmt_ms(top['impact_ms'])} per step)" if top.get("impact_ms") else ""
+        if top.get("gain_source") == "trial":  # measured on the script's own steps, not estimated
+            gain = f" (gave back {fmt_ms(top['impact_ms'] or 0)} per step when tried)"
         parts.append(Text.assemble(("Do next: ", "bold"), _first_sentence(top.get("fix", "")) + gain))
         parts += _chain_lines(top)
     else:  # the data cannot support a verdict: what fired is listed, with no advice to act on

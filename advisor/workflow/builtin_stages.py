@@ -137,6 +137,47 @@ def _system_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping
     return view
 
 
+# trial (advisor.collect.trial runs the script again and tries settings, advisor.load.trial reads its record) ----
+def _trial_asked(ctx: StageContext) -> list[tuple[str, str]]:
+    """(knob, rule id) of each diagnosis whose fix is a setting, in the diagnoses' order."""
+    return [(d.knob, d.rule_id) for d in ctx.diagnoses if getattr(d, "knob", None)]
+
+
+def _trial_collect(ctx: StageContext) -> Collected:
+    if ctx.config is None:
+        raise CollectError("advisor analyze does not run the script, so it cannot try settings")
+    from advisor.collect.trial import plan_trial, run_trial, unprofiled_step_ms
+
+    plan = plan_trial(_trial_asked(ctx), unprofiled_step_ms(ctx.run_meta, ctx.facts),
+                      budget_s=ctx.config.trial_budget_s, numerics=ctx.config.trial_numerics, cuda=ctx.cuda)
+    if not plan.knobs:
+        why = "; ".join(f"{k}: {reason}" for k, reason in plan.not_tried.items()) or "no rule asked for a setting"
+        raise CollectError(f"no setting was tried ({why})")
+    if ctx.progress:
+        ctx.progress(f"trying {', '.join(plan.knobs)} on the script's steps (blocks of {plan.block_steps} steps)")
+    path, result = run_trial(ctx.config, ctx.stage_dir, plan, timeout_s=_system_timeout(ctx),
+                             nproc_per_node=_ranks(ctx))
+    return Collected([path], sorted(ctx.stage_dir.iterdir()), ctx.run_meta.get("reproduce") or None,
+                     [f"tried {', '.join(plan.knobs)}; the trial run {result.outcome}"])
+
+
+def _trial_command(ctx: StageContext) -> str | None:
+    return ctx.run_meta.get("reproduce") or "advisor diagnose YOUR_SCRIPT.py -- YOUR_ARGS"
+
+
+def _trial_ingest(path: Path, stage_dir: Path) -> list[Path]:
+    from advisor.load.trial import load_trial
+
+    load_trial(path)  # a file that is not a trial record fails here, before it is copied
+    return _kernel_ingest(path, stage_dir)
+
+
+def _trial_load(paths: Sequence[Path], run_meta: dict[str, Any], facts: Mapping[str, Any]) -> Any:
+    from advisor.load.trial import load_trial
+
+    return load_trial(paths[-1])
+
+
 # kernel (Nsight Compute: advisor.collect.ncu runs it, advisor.load.ncu_* read it) ----------------
 def _kernel_targets(ctx: StageContext) -> list[Any]:
     """The kernels the diagnoses so far name, in their rank order, then those the roofline says lose the most
@@ -219,4 +260,6 @@ register_stage(StageSpec("system", "Nsight Systems", "system", _system_collect, 
                          _system_load, NSYS_TYPES, check=_system_check))
 register_stage(StageSpec("kernel", "Nsight Compute", "kernel", _kernel_collect, _kernel_command, _kernel_ingest,
                          _kernel_load, (".ncu-rep",), accepts=_kernel_accepts))
+register_stage(StageSpec("trial", "advisor (A/B trial)", "trial", _trial_collect, _trial_command, _trial_ingest,
+                         _trial_load, ("trial.json",)))
 register_stage(StageSpec("report", "advisor", terminal=True))

@@ -50,6 +50,7 @@ GUARD_NAMES = {
     "diagnoses.escalate": "tools the fired rules ask for (their `escalate`), e.g. [\"nsys\"]",
     "diagnoses.count": "number of diagnoses so far",
     "diagnoses.asking": "tool -> ids of the rules asking for it, e.g. {\"nsys\": [\"DL001\"]}",
+    "diagnoses.trials": "settings the fired rules ask to try (their `try`), e.g. [\"intra_op_threads\"]",
     "stages.ran": "stages that ran so far, e.g. [\"framework\"]",
 }
 _TOP_KEYS = {"version", "start", "stages", "edges"}

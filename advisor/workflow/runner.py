@@ -73,7 +73,7 @@ class StageRunner:
                  config: Any = None, run_meta: Mapping[str, Any] | None = None, online: bool = False,
                  given: Mapping[str, list[Path]] | None = None, sources: Mapping[str, list[Path]] | None = None,
                  done: Mapping[str, TrailEntry] | None = None,
-                 hold: str | None = None, timeout_s: float | None = None,
+                 hold: str | None = None, skip: Mapping[str, str] | None = None, timeout_s: float | None = None,
                  progress: Callable[[str], None] | None = None, stopped_early: str | None = None,
                  hooks: StageHooks | None = None) -> None:
         self.run = run
@@ -91,7 +91,8 @@ class StageRunner:
         self.given = dict(given or {})
         self.sources = dict(sources or self.given)  # the files as the user named them, for the trail
         self.done = dict(done or {})
-        self.hold = hold  # why the deeper stages' collectors must not run (--no-escalate, the script failed)
+        self.hold = hold  # why the deeper stages' collectors must not run (the script failed, Ctrl-C)
+        self.skip = dict(skip or {})  # stage -> why its collector must not run (--no-escalate, --no-trial)
         self.timeout_s = timeout_s
         self.progress = progress
         self.ran: list[str] = []
@@ -134,6 +135,8 @@ class StageRunner:
                                             f"it and add its output to this run (needed: {because})")
         if self.hold and why:  # the start stage runs the script itself: it is never held
             return self._skipped(spec, ctx, f"{self.hold} (needed: {because})")
+        if name in self.skip and why:
+            return self._skipped(spec, ctx, f"{self.skip[name]} (needed: {because})")
         return self._collect(spec, ctx, why)
 
     # ways a stage gets its data ----------------------------------------------------

@@ -59,13 +59,14 @@ def check_script_workflow(workflow: Workflow) -> None:
 
 
 def walk_script(run: RunDir, book: RuleBook, workflow: Workflow, *, config: Any, run_meta: Mapping[str, Any],
-                hooks: StageHooks, hold: str | None = None, timeout_s: float | None = None,
-                progress: Callable[[str], None] | None = None) -> Any:
+                hooks: StageHooks, hold: str | None = None, skip: Mapping[str, str] | None = None,
+                timeout_s: float | None = None, progress: Callable[[str], None] | None = None) -> Any:
     """``advisor diagnose``: walk the graph from the framework stage, which runs the script, through the stages
-    the guards ask for (none when ``hold`` says why not); return the final diagnosis set."""
+    the guards ask for (none when ``hold`` says why not; not those ``skip`` names, with why); return the final
+    diagnosis set."""
     check_script_workflow(workflow)
     runner = StageRunner(run, Findings(), _diagnoser(book), config=config, run_meta=run_meta, online=True,
-                         hold=hold, timeout_s=timeout_s, progress=progress, hooks=hooks)
+                         hold=hold, skip=skip, timeout_s=timeout_s, progress=progress, hooks=hooks)
     _record(run, walk(workflow, runner.execute, runner.state))
     return runner.diagnosed
 

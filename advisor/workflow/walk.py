@@ -96,6 +96,7 @@ def guard_environment(facts: Mapping[str, Any], diagnoses: Sequence[Any], ran: S
     env["diagnoses.count"] = len(rows)
     env["diagnoses.asking"] = {tool: [r["rule_id"] for r in rows if r.get("escalate") == tool]
                                for tool in env["diagnoses.escalate"]}
+    env["diagnoses.trials"] = sorted({r["knob"] for r in rows if r.get("knob")})
     env["stages.ran"] = list(ran)
     return env
 
@@ -123,6 +124,9 @@ def _values_read(edge: Edge, env: Mapping[str, Any]) -> str:
         except Absent:
             continue
         if rest:
+            continue
+        if name == "diagnoses.trials":
+            parts.append(f"settings to try: {', '.join(value) or 'none'}")
             continue
         if name == "diagnoses.escalate":
             asking = env.get("diagnoses.asking", {})

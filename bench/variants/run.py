@@ -8,7 +8,9 @@ diagnosed by ``advisor diagnose --no-escalate``; prints a table per family and w
 Per family: recall, the share of variants whose measured gain is 10% of the step or more on which one of the
 family's rules fired; false alarms, the fixed twins and healthy programs with a diagnosis of medium severity or
 higher; and the estimate against the measured gain, the share of detected variants whose rule's ``impact_ms`` is
-within +-30% of it (raw, and divided by the run's profiler stretch, the recorded step over the unprofiled one).
+within +-30% of it (raw, and divided by the run's profiler stretch, the recorded step over the unprofiled one);
+and, where the rule's fix is a setting that the trial stage tried, the trial's measured gain against the fixed
+twin's, the share within +-15% (``trial ±15%``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from bench.variants.measure import ScriptFailed, measure, script_env
 SERIOUS = ("medium", "high", "critical")
 JUDGED_SHARE = 0.10      # a variant whose fix gives back at least this share of its step is judged for recall
 TOLERANCE = 0.30         # an estimate within this share of the measured gain is counted as right
+TRIAL_TOLERANCE = 0.15   # a trial's measured gain within this share of the fixed twin's is counted as right
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -51,8 +54,12 @@ def diagnose(script: Path, out: Path, env: dict[str, str], extra: list[str], tim
     if not diagnoses_path.exists():
         result["error"] = " | ".join(tail)
         return result
-    result["diagnoses"] = [{"rule": d["rule_id"], "severity": d["severity"], "impact_ms": d.get("impact_ms")}
-                           for d in json.loads(diagnoses_path.read_text())["diagnoses"]]
+    # impact_ms is the rule's estimate; where the trial stage measured the gain, trial_ms is that measure
+    result["diagnoses"] = [{"rule": d["rule_id"], "severity": d["severity"],
+                            "impact_ms": d.get("estimate_ms") if trial else d.get("impact_ms"),
+                            "trial_ms": d.get("impact_ms") if trial else None}
+                           for d in json.loads(diagnoses_path.read_text())["diagnoses"]
+                           for trial in [d.get("gain_source") == "trial"]]
     if findings_path.exists():
         facts = {f["name"]: f["value"] for f in json.loads(findings_path.read_text())["facts"]}
         result["steps"] = {k: facts.get(f"steps.{k}") for k in
@@ -81,6 +88,10 @@ def judge(entry: dict, truth: dict | None, run: dict) -> dict:
             if recorded and bare:  # the profiler's stretch of a step
                 out["stretch"] = recorded / bare
                 out["error_scaled"] = (estimate / out["stretch"] - gain) / gain
+        tried = [d for d in fired if d.get("trial_ms") is not None]
+        if tried and gain > 0:  # the trial's measure on the user's steps, against the fixed twin's gain
+            out["trial_ms"] = max(d["trial_ms"] for d in tried)
+            out["trial_error"] = (out["trial_ms"] - gain) / gain
     return out
 
 
@@ -128,6 +139,8 @@ def describe(r: dict) -> str:
         said = "fired " + (", ".join(j["fired"]) or "nothing")
         if "estimate_ms" in j:
             said += f", estimate {j['estimate_ms']:.1f} ms"
+        if "trial_ms" in j:
+            said += f", tried {j['trial_ms']:.1f} ms"
         if r["rules"] and not j["detected"]:
             said += f" (expected {'/'.join(r['rules'])})"
     alarms = f"; false alarms {', '.join(r['false_alarms'])}" if r["false_alarms"] else ""
@@ -143,6 +156,7 @@ def summarize(records: list[dict]) -> dict[str, dict]:
         detected = [r for r in judged if r["judged"]["detected"]]
         errors = [r["judged"]["error"] for r in detected if "error" in r["judged"]]
         scaled = [r["judged"]["error_scaled"] for r in detected if "error_scaled" in r["judged"]]
+        trials = [r["judged"]["trial_error"] for r in detected if "trial_error" in r["judged"]]
         # the runs that could raise a false alarm: healthy programs, and the fixed twins
         checked = [r for r in rs if (r["advisor"] if r["healthy"] else r.get("advisor_fixed") or {}).get("diagnoses")
                    is not None]
@@ -162,6 +176,9 @@ def summarize(records: list[dict]) -> dict[str, dict]:
             "within_tolerance_scaled": sum(1 for e in scaled if abs(e) <= TOLERANCE),
             "median_error_scaled": statistics.median(scaled) if scaled else None,
             "step_split": len(split),
+            "tried": len(trials),
+            "trial_within": sum(1 for e in trials if abs(e) <= TRIAL_TOLERANCE),
+            "median_trial_error": statistics.median(trials) if trials else None,
             "median_gain_share": statistics.median(g) if (g := [r["truth"]["gain_share"] for r in rs
                                                                 if r["truth"].get("gain_share") is not None]) else None,
         }
@@ -173,7 +190,8 @@ def table(summary: dict[str, dict]) -> str:
         return "-" if x is None else f"{x:+.0%}"
 
     head = (f"{'family':16} {'rules':13} {'n':>2} {'fail':>4} {'split':>5} {'gain':>5} {'judged':>6} {'recall':>9} "
-            f"{'false alarms':>12} {'est ±30%':>8} {'med err':>7} {'scaled':>6} {'med':>6}")
+            f"{'false alarms':>12} {'est ±30%':>8} {'med err':>7} {'scaled':>6} {'med':>6} {'trial ±15%':>10} "
+            f"{'med':>6}")
     lines = [head, "-" * len(head)]
     for name, s in summary.items():
         recall = "-" if s["recall"] is None else f"{s['detected']}/{s['judged']}"
@@ -183,7 +201,8 @@ def table(summary: dict[str, dict]) -> str:
             f"{pct(s['median_gain_share']):>5} {s['judged']:>6} {recall:>9} "
             f"{str(s['false_alarm_runs']) + '/' + str(s['quiet_runs']):>12} "
             f"{str(s['within_tolerance']) + '/' + str(s['estimated']):>8} {pct(s['median_error']):>7} "
-            f"{str(s['within_tolerance_scaled']) + '/' + str(s['estimated']):>6} {pct(s['median_error_scaled']):>6}")
+            f"{str(s['within_tolerance_scaled']) + '/' + str(s['estimated']):>6} {pct(s['median_error_scaled']):>6} "
+            f"{str(s.get('trial_within', 0)) + '/' + str(s.get('tried', 0)):>10} {pct(s.get('median_trial_error')):>6}")
     return "\n".join(lines)
 
 

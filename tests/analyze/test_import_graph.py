@@ -18,7 +18,7 @@ PACKAGE = "advisor.analyze"
 #: (importer, imported): the registry loads the built-in analyzers on first use, after every module is defined
 LATE_LOAD = {("advisor.analyze.registry", "advisor.analyze.builtin")}
 #: tool package -> the tool packages it may import besides the shared modules at the root of analyze/
-MAY_IMPORT = {"framework": set(), "system": set(), "kernel": set(), "ranks": {"framework"}}
+MAY_IMPORT = {"framework": set(), "system": set(), "kernel": set(), "trial": set(), "ranks": {"framework"}}
 
 
 def _module_name(path: Path) -> str:

@@ -62,7 +62,8 @@ def _edge(result: WalkResult, source: str, target: str):
 def test_nothing_escalates_so_the_walk_stops_after_the_framework(tmp_path) -> None:
     # rank 34 of a CPU-only gloo job: no rule asks for a deeper look, and there are no GPU facts
     result, runner = walk_run(tmp_path, framework_findings("cpu_only_gloo_rank34.pt.trace.json.gz"))
-    assert _status(result) == {"framework": "ran", "system": "not_needed", "kernel": "not_needed", "report": "ran"}
+    assert _status(result) == {"framework": "ran", "system": "not_needed", "kernel": "not_needed", "trial": "not_needed",
+                               "report": "ran"}
     assert result.path() == ["framework", "report"]
     nsys = _edge(result, "framework", "system")
     assert nsys.taken is False and "escalations asked for: none" in nsys.reason

@@ -33,10 +33,10 @@ def _write(tmp_path: Path, edges: str, base: str = BASE) -> Path:
 def test_builtin_graph() -> None:
     wf = load_workflow(env=False)
     assert wf.path == default_workflow_path() and wf.builtin
-    assert wf.order() == ["framework", "system", "kernel", "report"]
+    assert wf.order() == ["framework", "system", "kernel", "trial", "report"]
     assert {(e.source, e.target) for e in wf.edges()} == {
-        ("framework", "system"), ("framework", "kernel"), ("system", "kernel"),
-        ("framework", "report"), ("system", "report"), ("kernel", "report")}
+        ("framework", "system"), ("framework", "kernel"), ("system", "kernel"), ("framework", "trial"),
+        ("framework", "report"), ("system", "report"), ("kernel", "report"), ("trial", "report")}
     assert wf.stage("report").terminal and not wf.stage("system").terminal
     data = wf.to_dict()
     assert [n["name"] for n in data["nodes"]] == wf.order()
@@ -120,8 +120,9 @@ def test_workflow_show_prints_the_graph(tmp_path) -> None:
     out = result.stdout
     assert "Starts at: framework" in out
     assert "framework -> system" in out and 'guard:   "nsys" in diagnoses.escalate' in out
-    assert "1. framework" in out and "4. report" in out and "(ends the walk)" in out
-    assert "diagnoses.escalate" in out
+    assert "1. framework" in out and "4. trial" in out and "5. report" in out and "(ends the walk)" in out
+    assert "framework -> trial" in out and "guard:   len(diagnoses.trials) > 0" in out
+    assert "diagnoses.escalate" in out and "diagnoses.trials" in out
 
 
 def test_workflow_show_of_a_broken_file(tmp_path) -> None:
