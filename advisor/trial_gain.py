@@ -18,10 +18,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BASE", "Gain", "measure"]
+__all__ = ["BASE", "MIN_PAIRS", "Gain", "measure", "tests_of"]
 
 #: the arm that runs with the script's own settings
 BASE = "base"
+#: the fewest pairs a gain is measured from: one pair has no spread
+MIN_PAIRS = 2
 
 
 @dataclass
@@ -42,7 +44,7 @@ class Gain:
 
     def clear(self) -> bool:
         """Faster beyond doubt: two pairs or more, and a gain over twice its spread."""
-        return self.pairs >= 2 and self.gain_ms > 2 * self.spread_ms and self.gain_ms > 0
+        return self.pairs >= MIN_PAIRS and self.gain_ms > 2 * self.spread_ms and self.gain_ms > 0
 
     def as_row(self) -> dict[str, Any]:
         return {"knob": self.test, "gain_ms": round(self.gain_ms, 3), "spread_ms": round(self.spread_ms, 3),

@@ -139,7 +139,7 @@ class ExampleRuns(Mapping):
             start = time.monotonic()
             # --no-escalate: these runs test the framework stage; the Nsight Systems stage has its own
             # tests (tests/workflow/test_nsys_end_to_end.py), and would add a minute per escalating example.
-            cli = run_cli("diagnose", str(EXAMPLES / f"{name}.py"), "--out", str(run_dir), "--no-escalate",
+            cli = run_cli("diagnose", str(EXAMPLES / f"{name}.py"), "--out", str(run_dir), "--no-escalate", "--no-trial",
                           cwd=self.base)
             self._runs[name] = RunOutput(run_dir, cli, time.monotonic() - start)
         return self._runs[name]

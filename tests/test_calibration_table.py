@@ -168,3 +168,19 @@ def test_pooled_runs_judge_each_row_over_all_their_pairs(tmp_path: Path, capsys:
     files[1].write_text("{}")
     with pytest.raises(SystemExit, match=r"b\.json: not the --json output of a calibration run"):
         CALIBRATE.pool_runs(files)
+
+
+def test_trials_are_read_back_from_run_directories_as_pairs(tmp_path: Path, capsys) -> None:
+    """Every trial is an (estimate, measured) pair, kept in the run's diagnoses.json: calibrate --trials lists them."""
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+    measured = {"knob": "intra_op_threads", "gain_ms": 40.0, "spread_ms": 2.0, "pairs": 4}
+    (run / "diagnoses.json").write_text(json.dumps({"diagnoses": [
+        {"rule_id": "HOST001", "gain_source": "trial", "estimate_ms": 50.0, "impact_ms": 40.0, "measured": measured},
+        {"rule_id": "CPU001", "gain_source": "estimate", "estimate_ms": None, "impact_ms": 3.0, "measured": None}]}))
+    pairs = CALIBRATE.trial_pairs([tmp_path / "runs"])
+    assert [(p["rule"], p["estimate_ms"], p["measured_ms"]) for p in pairs] == [("HOST001", 50.0, 40.0)]
+    assert pairs[0]["error"] == pytest.approx(0.25)
+    assert CALIBRATE.print_trials(pairs) == 0
+    assert "1 of 1 estimates within +-30%" in capsys.readouterr().out
+    assert CALIBRATE.print_trials([]) == 1

@@ -31,18 +31,19 @@ from typing import Any
 
 from advisor.collect.config import CollectorConfig
 from advisor.knobs import KNOBS
+from advisor.trial_gain import MIN_PAIRS
 
-__all__ = ["TRIAL_FILE", "TrialPlan", "plan_trial", "run_trial"]
+__all__ = ["TRIAL_FILE", "TrialPlan", "plan_trial", "run_trial", "steps_left", "unprofiled_step_ms"]
 
 TRIAL_FILE = "trial.json"
 #: how long a block of steps should last: a few scheduler slices and allocator cycles, so that one slow step
 #: does not decide a block
-BLOCK_S = 0.25
+BLOCK_S = 0.2
 #: blocks of steps: at least one timed step after the one that follows the switch, at most this many
 MIN_BLOCK_STEPS, MAX_BLOCK_STEPS = 3, 50
 DEFAULT_PAIRS = 4
-#: the fewest pairs of blocks that give a spread
-MIN_PAIRS = 2
+#: pairs added while a comparison's spread is large against its gain (advisor.collect.trial_blocks) stop here
+MAX_PAIRS = 12
 
 
 @dataclass
@@ -52,6 +53,7 @@ class TrialPlan:
     knobs: list[str] = field(default_factory=list)
     block_steps: int = MIN_BLOCK_STEPS
     pairs: int = DEFAULT_PAIRS
+    max_pairs: int = MAX_PAIRS
     budget_s: float = 60.0
     step_ms: float | None = None
     #: knob -> why it is not tried (numerics not allowed, no GPU, the steps too long for the budget)
@@ -60,15 +62,16 @@ class TrialPlan:
     asked_by: dict[str, list[str]] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
-        return {"knobs": self.knobs, "block_steps": self.block_steps, "pairs": self.pairs,
+        return {"knobs": self.knobs, "block_steps": self.block_steps, "pairs": self.pairs, "max_pairs": self.max_pairs,
                 "budget_s": self.budget_s, "step_ms": self.step_ms, "not_tried": self.not_tried,
                 "asked_by": self.asked_by}
 
 
 def plan_trial(asked: Iterable[tuple[str, str]], step_ms: float | None, *, budget_s: float, numerics: bool,
-               cuda: bool) -> TrialPlan:
+               cuda: bool, steps_left: int | None = None) -> TrialPlan:
     """The plan for the knobs ``asked`` ((knob, rule id) pairs), steps of ``step_ms`` as the script runs them
-    without the profiler, within ``budget_s`` seconds of trial steps."""
+    without the profiler, within ``budget_s`` seconds of trial steps; ``steps_left``: the steps the script runs
+    after the wait steps, where the framework run saw it end by itself (the blocks are then cut to fit)."""
     plan = TrialPlan(budget_s=budget_s, step_ms=step_ms)
     for name, rule in asked:
         plan.asked_by.setdefault(name, []).append(rule)
@@ -103,7 +106,36 @@ def plan_trial(asked: Iterable[tuple[str, str]], step_ms: float | None, *, budge
         plan.knobs = []
         return plan
     plan.pairs = max(MIN_PAIRS, min(DEFAULT_PAIRS, int(share // per_pair)))
+    if steps_left is not None:
+        _fit_to_steps(plan, steps_left)
     return plan
+
+
+def _fit_to_steps(plan: TrialPlan, steps_left: int) -> None:
+    """Blocks and pairs cut to the steps the script has left after its wait steps: every comparison (each knob,
+    and the knobs together where there are two or more) gets two pairs at least, else none is tried."""
+    tests = len(plan.knobs) + (1 if len(plan.knobs) >= 2 else 0)
+    plan.block_steps = min(plan.block_steps, steps_left // (tests * 2 * MIN_PAIRS))
+    if plan.block_steps < 2:
+        why = (f"the script runs {steps_left} steps after its wait steps: too few for {MIN_PAIRS} pairs of blocks of "
+               f"2 steps per setting")
+        plan.not_tried.update({k: why for k in plan.knobs})
+        plan.knobs = []
+        return
+    fits = steps_left // (tests * 2 * plan.block_steps)
+    plan.pairs, plan.max_pairs = min(plan.pairs, fits), min(plan.max_pairs, fits)
+
+
+def steps_left(run_meta: Mapping[str, Any]) -> int | None:
+    """The steps the script runs after the wait steps, where the framework run saw it end by itself; None where
+    the collector stopped it (it would have run on)."""
+    if run_meta.get("outcome") not in ("completed", "exited"):
+        return None
+    seen = [r.get("steps_seen") for r in run_meta.get("ranks") or [] if isinstance(r.get("steps_seen"), int)]
+    wait = (run_meta.get("schedule") or {}).get("wait")
+    if not seen or not isinstance(wait, int):
+        return None
+    return max(min(seen) - wait, 0)
 
 
 def unprofiled_step_ms(run_meta: Mapping[str, Any], facts: Mapping[str, Any]) -> float | None:

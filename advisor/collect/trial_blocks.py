@@ -6,8 +6,9 @@ with no profiler, labels or source marker. After the wait steps the driver hands
 
 - tries each knob of the plan against the original settings, one at a time: ``pairs`` pairs of blocks of
   ``block_steps`` steps, the arms in the order A B, B A, A B, ... (a drift of the step time over the trial then
-  falls on both arms alike); the first step of each block ran just after the switch and is left out of the
-  figures (:mod:`advisor.trial_gain`);
+  falls on both arms alike), and more pairs, up to ``max_pairs``, while the spread of the pairs is large against
+  the gain; the first step of each block ran just after the switch and is left out of the figures
+  (:mod:`advisor.trial_gain`);
 - tries the knobs that gave something back clearly (:meth:`advisor.trial_gain.Gain.clear`) all together once,
   where there are two or more;
 - keeps to the budget: once a knob has taken its share of ``budget_s``, it stops after its second pair or
@@ -26,12 +27,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from advisor.collect.trial_knobs import Setting, make_setting
-from advisor.trial_gain import BASE, measure
+from advisor.trial_gain import BASE, MIN_PAIRS, measure
 
 __all__ = ["TrialBlocks"]
 
-#: the fewest pairs a knob gets before the budget may end it: one pair has no spread
-MIN_PAIRS = 2
+#: after the planned pairs, more are added while the spread is over this share of the gain (and over 1% of the
+#: step): a setting whose steps vary a lot (threads fighting for cores) needs more pairs than one that does not
+NOISE = 0.10
 
 
 class TrialBlocks:
@@ -40,6 +42,7 @@ class TrialBlocks:
         self.plan = plan
         self.block_steps = max(int(plan.get("block_steps", 4)), 2)
         self.pairs = max(int(plan.get("pairs", 4)), 1)
+        self.max_pairs = max(int(plan.get("max_pairs", 12)), self.pairs)
         self.budget_s = float(plan.get("budget_s", 60.0))
         self.clock = clock
         self.settings: dict[str, Setting] = {}
@@ -108,10 +111,7 @@ class TrialBlocks:
         block = self.blocks[-1]
         test, pair = self._test(), int(block["pair"])
         if block["second"]:  # a pair ended
-            spent = self.clock() - self._test_started
-            if pair + 1 >= self.pairs or (pair + 1 >= MIN_PAIRS and spent > self._share_s()):
-                if pair + 1 < self.pairs:
-                    self.knobs.setdefault(test, {})["budget"] = f"stopped after {pair + 1} pairs: budget"
+            if self._enough(test, pair + 1):
                 if not self._next_test():
                     self.outcome = "complete"
                     self._switch(())
@@ -119,6 +119,21 @@ class TrialBlocks:
             self._open(test, pair + 1, second=False)
         else:
             self._open(test, pair, second=True)
+
+    def _enough(self, test: str, pairs: int) -> bool:
+        """Whether ``test``'s comparison has pairs enough: the planned ones, and more while its spread is large
+        against its gain; never fewer than two, nor more than the budget's share or ``max_pairs``."""
+        if pairs < MIN_PAIRS:
+            return False
+        if self.clock() - self._test_started > self._share_s():
+            if pairs < self.pairs:
+                self.knobs.setdefault(test, {})["budget"] = f"stopped after {pairs} pairs: budget"
+            return True
+        if pairs < self.pairs:
+            return False
+        gain = measure(self.blocks, test)
+        noisy = gain is not None and gain.spread_ms > max(NOISE * abs(gain.gain_ms), 0.01 * gain.base_ms)
+        return not noisy or pairs >= self.max_pairs
 
     def _share_s(self) -> float:
         return self.budget_s / max(len(self.settings) + 1, 1)

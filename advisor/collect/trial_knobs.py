@@ -96,18 +96,33 @@ class NoGrad(Setting):
 
 
 class AnomalyDetectionOff(Setting):
+    """Anomaly detection off, whichever way the script turns it on: ``set_detect_anomaly(True)`` once, or
+    ``with torch.autograd.detect_anomaly():`` around every step (both call ``torch.set_anomaly_enabled``). While
+    on, that call only notes what the script asked for, and ``torch.is_anomaly_enabled`` answers with it, so the
+    script's own context managers restore what they found; undoing puts back the state the script last asked
+    for. Always tried where asked: the rule saw anomaly detection on in the script's steps, even where it is
+    off between them (a context manager around the step)."""
+
     name = "anomaly_detection_off"
 
-    def applies(self) -> str | None:
-        return None if torch.is_anomaly_enabled() else "anomaly detection is off"
-
     def _apply(self) -> None:
-        self.original = {"enabled": torch.is_anomaly_enabled(), "check_nan": torch.is_anomaly_check_nan_enabled()}
-        self.tried = {"enabled": False}
-        torch.autograd.set_detect_anomaly(False)
+        self._asked = (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled())
+        self.original, self.tried = {"enabled": self._asked[0], "check_nan": self._asked[1]}, {"enabled": False}
+        self._real = (torch.set_anomaly_enabled, torch.is_anomaly_enabled, torch.is_anomaly_check_nan_enabled)
+        real_set = self._real[0]
+
+        def set_anomaly_enabled(mode: bool, check_nan: bool = True) -> None:
+            self._asked = (bool(mode), bool(check_nan))
+            real_set(False)
+
+        torch.set_anomaly_enabled = set_anomaly_enabled
+        torch.is_anomaly_enabled = lambda: self._asked[0]
+        torch.is_anomaly_check_nan_enabled = lambda: self._asked[1]
+        real_set(False)
 
     def _undo(self) -> None:
-        torch.autograd.set_detect_anomaly(self.original["enabled"], check_nan=self.original["check_nan"])
+        torch.set_anomaly_enabled, torch.is_anomaly_enabled, torch.is_anomaly_check_nan_enabled = self._real
+        torch.set_anomaly_enabled(*self._asked)
 
 
 class _GroupFlag(Setting):

@@ -146,10 +146,11 @@ def _trial_asked(ctx: StageContext) -> list[tuple[str, str]]:
 def _trial_collect(ctx: StageContext) -> Collected:
     if ctx.config is None:
         raise CollectError("advisor analyze does not run the script, so it cannot try settings")
-    from advisor.collect.trial import plan_trial, run_trial, unprofiled_step_ms
+    from advisor.collect.trial import plan_trial, run_trial, steps_left, unprofiled_step_ms
 
     plan = plan_trial(_trial_asked(ctx), unprofiled_step_ms(ctx.run_meta, ctx.facts),
-                      budget_s=ctx.config.trial_budget_s, numerics=ctx.config.trial_numerics, cuda=ctx.cuda)
+                      budget_s=ctx.config.trial_budget_s, numerics=ctx.config.trial_numerics, cuda=ctx.cuda,
+                      steps_left=steps_left(ctx.run_meta))
     if not plan.knobs:
         why = "; ".join(f"{k}: {reason}" for k, reason in plan.not_tried.items()) or "no rule asked for a setting"
         raise CollectError(f"no setting was tried ({why})")

@@ -33,6 +33,7 @@ SERIOUS = ("medium", "high", "critical")
 JUDGED_SHARE = 0.10      # a variant whose fix gives back at least this share of its step is judged for recall
 TOLERANCE = 0.30         # an estimate within this share of the measured gain is counted as right
 TRIAL_TOLERANCE = 0.15   # a trial's measured gain within this share of the fixed twin's is counted as right
+DIAGNOSE_STEPS = 400     # steps of the scripts advisor diagnoses (the truth runs the variant's own number)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -112,11 +113,15 @@ def one(entry: dict, root: Path, out: Path, repeats: int, timeout: float) -> dic
         truth = {"error": str(e)}
     record["truth"] = truth
     extra = list(entry["diagnose_args"])
-    record["advisor"] = diagnose(script, out / entry["name"] / "variant", script_env(entry["env"], entry["steps"]),
+    # The truth times a short run; a training script runs far longer than the profile, and the trial stage
+    # tries its settings on the steps after it: the diagnosed runs get the steps a trial needs (the collector
+    # stops the script once it has what it came for, so the extra steps cost nothing where no trial runs).
+    steps = max(entry["steps"], DIAGNOSE_STEPS)
+    record["advisor"] = diagnose(script, out / entry["name"] / "variant", script_env(entry["env"], steps),
                                  extra, timeout)
     if not healthy:
         record["advisor_fixed"] = diagnose(fixed, out / entry["name"] / "fixed",
-                                           script_env(entry["fixed_env"], entry["steps"]), extra, timeout)
+                                           script_env(entry["fixed_env"], steps), extra, timeout)
     record["judged"] = judge(entry, truth if "error" not in truth else None, record["advisor"])
     record["false_alarms"] = serious(record["advisor"]) if healthy else serious(record.get("advisor_fixed"))
     record["wall_s"] = round(time.monotonic() - start, 1)

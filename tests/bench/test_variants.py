@@ -136,7 +136,7 @@ def test_a_variant_runs_through_advisor_diagnose(written: tuple[Path, dict], tmp
     root, chosen = written
     v = chosen[key]
     out = tmp_path / "run"
-    cli = run_cli("diagnose", str(root / v.family / f"{v.name}.py"), "--out", str(out), "-q", "--no-escalate",
+    cli = run_cli("diagnose", str(root / v.family / f"{v.name}.py"), "--out", str(out), "-q", "--no-escalate", "--no-trial",
                   "--wait", "2", "--warmup", "1", "--active", "3", cwd=tmp_path,
                   env={**script_env(v.env, 40), "OMP_NUM_THREADS": "1"})
     assert cli.code == 0, cli.output

@@ -80,7 +80,7 @@ def test_ctrl_c_while_the_child_still_imports_torch(tmp_path: Path) -> None:
     for attempt in range(5):
         out = tmp_path / f"run{attempt}"
         code, stdout, stderr = _interrupt(["diagnose", str(SCRIPTS / "exit_zero.py"), "--out", str(out), "-q",
-                                           "--no-escalate"], tmp_path, _child_started(out), poll=0.005)
+                                           "--no-escalate", "--no-trial"], tmp_path, _child_started(out), poll=0.005)
         assert code == 130, stderr
         if not (out / "framework" / "status.rank0.json").exists():
             break
@@ -104,7 +104,7 @@ def test_ctrl_c_while_diagnose_analyses_the_trace(tmp_path: Path) -> None:
             return False
 
     code, stdout, stderr = _interrupt(["diagnose", str(SCRIPTS / "exit_zero.py"), "--out", str(out), "-q",
-                                       "--no-escalate", "--wait", "1", "--warmup", "1", "--active", "3"],
+                                       "--no-escalate", "--no-trial", "--wait", "1", "--warmup", "1", "--active", "3"],
                                       tmp_path, captured)
     assert code == 130, stderr
     line = _one_line(stderr)

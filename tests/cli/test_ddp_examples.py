@@ -14,7 +14,7 @@ from conftest import EXAMPLES, RunOutput, run_cli
 
 pytestmark = pytest.mark.whole_machine
 
-SHORT = ("--no-escalate", "-q", "--nproc-per-node", "2", "--wait", "1", "--warmup", "1", "--active", "3")
+SHORT = ("--no-escalate", "--no-trial", "-q", "--nproc-per-node", "2", "--wait", "1", "--warmup", "1", "--active", "3")
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,7 @@ class PlantedRuns(Mapping):
             args = {"slow": [], "fixed": row["fixed_args"]}[twin]
             run_dir = self.base / f"{rule}-{twin}"
             start = time.monotonic()
-            cli = run_cli("diagnose", str(EXAMPLES / row["example"]), "--out", str(run_dir), "--no-escalate",
+            cli = run_cli("diagnose", str(EXAMPLES / row["example"]), "--out", str(run_dir), "--no-escalate", "--no-trial",
                           *SCHEDULES.get(rule, SCHEDULE), *row["diagnose_args"], *(("--", *args) if args else ()),
                           cwd=self.base)
             self._runs[key] = RunOutput(run_dir, cli, time.monotonic() - start)

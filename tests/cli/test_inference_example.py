@@ -15,7 +15,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, RunOutput]:
     base = tmp_path_factory.mktemp("inference")
     out = {}
     for kind, args in (("slow", []), ("fixed", ["--", "--inference-mode"])):
-        cli = run_cli("diagnose", str(EXAMPLES / "inference_autograd.py"), "--out", str(base / kind), "--no-escalate",
+        cli = run_cli("diagnose", str(EXAMPLES / "inference_autograd.py"), "--out", str(base / kind), "--no-escalate", "--no-trial",
                       "--wait", "3", "--warmup", "2", "--active", "20", *args, cwd=base)
         out[kind] = RunOutput(base / kind, cli, 0.0)
     return out

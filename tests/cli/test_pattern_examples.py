@@ -41,7 +41,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], RunO
         for kind, args in (("slow", []), ("fixed", ["--", *fix])):
             run_dir = base / f"{name}-{kind}"
             start = time.monotonic()
-            cli = run_cli("diagnose", str(EXAMPLES / f"{name}.py"), "--out", str(run_dir), "--no-escalate",
+            cli = run_cli("diagnose", str(EXAMPLES / f"{name}.py"), "--out", str(run_dir), "--no-escalate", "--no-trial",
                           "--wait", "1", "--warmup", "1", "--active", "3", *args, cwd=base, env=ENV.get(name))
             out[(name, kind)] = RunOutput(run_dir, cli, time.monotonic() - start)
     return out
@@ -105,7 +105,7 @@ def test_zeroing_is_not_diagnosed_on_a_cpu_whose_allocator_gives_freed_memory_ba
     if any(os.environ.get(k) for k in KEEP_FREED_MEMORY) or "GLIBC_TUNABLES" in os.environ:
         pytest.skip("this test process keeps freed memory itself (MALLOC_* or GLIBC_TUNABLES is set)")
     run_dir = tmp_path / "zeroed-grads-glibc-defaults"
-    cli = run_cli("diagnose", str(EXAMPLES / "zeroed_grads.py"), "--out", str(run_dir), "--no-escalate",
+    cli = run_cli("diagnose", str(EXAMPLES / "zeroed_grads.py"), "--out", str(run_dir), "--no-escalate", "--no-trial",
                   "--wait", "1", "--warmup", "1", "--active", "3", cwd=tmp_path)
     assert cli.code == 0, cli.output
     run = RunOutput(run_dir, cli, 0.0)

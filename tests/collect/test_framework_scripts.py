@@ -26,7 +26,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 def _diagnose(tmp_path: Path, script: str, *options: str, script_args: tuple[str, ...] = (), timeout: float = 300):
     out = tmp_path / "run"
     # --no-escalate: these tests are about the framework collector; the workflow's later stages are tested elsewhere
-    cli = run_cli("diagnose", str(SCRIPTS / script), "--out", str(out), "-q", "--no-escalate", *options,
+    cli = run_cli("diagnose", str(SCRIPTS / script), "--out", str(out), "-q", "--no-escalate", "--no-trial", *options,
                   *(("--", *script_args) if script_args else ()), cwd=tmp_path, timeout=timeout)
     return cli, out
 
@@ -72,7 +72,7 @@ def test_script_sees_what_plain_python_gives_it(tmp_path: Path) -> None:
     under_args = [a.format(report=tmp_path / "under.json") for a in args]
     launcher = f"import sys; sys.path.insert(0, {str(REPO)!r}); from advisor.cli import main; main()"
     proc = subprocess.run(
-        [sys.executable, "-c", launcher, "diagnose", script, "--out", str(tmp_path / "run"), "-q", "--no-escalate",
+        [sys.executable, "-c", launcher, "diagnose", script, "--out", str(tmp_path / "run"), "-q", "--no-escalate", "--no-trial",
          "--", *under_args],
         cwd=work, env=_launch_env(), capture_output=True, text=True, timeout=300,
     )
@@ -230,7 +230,7 @@ def test_ctrl_c_stops_the_script_and_keeps_the_profile(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen(
         [sys.executable, "-m", "advisor", "diagnose", str(SCRIPTS / "hang.py"), "--out", str(out), "-q",
-         "--no-escalate", "--", "--ready", str(ready)],
+         "--no-escalate", "--no-trial", "--", "--ready", str(ready)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -323,7 +323,7 @@ def test_pythonpath_of_the_user_reaches_the_script_unchanged(tmp_path: Path) -> 
         f"open({str(tmp_path / 'seen.json')!r}, 'w'))\n"
     )
     proc = subprocess.run([sys.executable, "-m", "advisor", "diagnose", str(script), "--out", str(tmp_path / "run"),
-                           "-q", "--no-escalate", "--steps", "time", "--window-start", "0", "--window", "0.1"],
+                           "-q", "--no-escalate", "--no-trial", "--steps", "time", "--window-start", "0", "--window", "0.1"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen == {"value": 42, "pythonpath": str(tmp_path / "libs")}, proc.stderr

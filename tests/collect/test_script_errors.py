@@ -24,7 +24,7 @@ SHORT = ("--wait", "1", "--warmup", "1", "--active", "3")
 
 def _diagnose(tmp_path: Path, script: str):  # noqa: ANN202
     out = tmp_path / "run"
-    cli = run_cli("diagnose", str(SCRIPTS / script), "--out", str(out), "--no-escalate", *SHORT, cwd=tmp_path)
+    cli = run_cli("diagnose", str(SCRIPTS / script), "--out", str(out), "--no-escalate", "--no-trial", *SHORT, cwd=tmp_path)
     return cli, out
 
 

@@ -21,7 +21,7 @@ def _diagnose(tmp_path: Path, loop: str, *options: str, steps: int | None = None
     out = tmp_path / "run"
     tmp_path.mkdir(exist_ok=True)
     more = ("--steps", str(steps)) if steps is not None else ()
-    cli = run_cli("diagnose", str(SCRIPT), "--out", str(out), "-q", "--no-escalate", *options, "--", "--loop", loop,
+    cli = run_cli("diagnose", str(SCRIPT), "--out", str(out), "-q", "--no-escalate", "--no-trial", *options, "--", "--loop", loop,
                   *more, cwd=tmp_path, timeout=300)
     assert cli.code == 0, cli.output
     facts = {f["name"]: f["value"] for f in json.loads((out / "findings.json").read_text())["facts"]}
@@ -83,13 +83,13 @@ def test_a_script_shorter_than_the_time_window_is_told_to_open_it_earlier(tmp_pa
     """No step recognised: lowering --wait/--warmup cannot help, --window-start does."""
     out = tmp_path / "run"
     script = Path(__file__).parent / "scripts" / "model_only.py"
-    cli = run_cli("diagnose", str(script), "--out", str(out), "--no-escalate", "--", "--seconds", "1", "--train-mode",
+    cli = run_cli("diagnose", str(script), "--out", str(out), "--no-escalate", "--no-trial", "--", "--seconds", "1", "--train-mode",
                   "--one-call", cwd=tmp_path, timeout=300)
     text = " ".join(cli.output.replace("│", " ").split())
     assert "before any step was recognised" in text and "lower --window-start" in text, cli.output
     assert "--wait" not in text
     # and what --window-start 0 records: a time window of the same script
-    again = run_cli("diagnose", str(script), "--out", str(tmp_path / "again"), "-q", "--no-escalate", "--window-start",
+    again = run_cli("diagnose", str(script), "--out", str(tmp_path / "again"), "-q", "--no-escalate", "--no-trial", "--window-start",
                     "0", "--window", "0.5", "--", "--seconds", "3", "--train-mode", "--one-call", cwd=tmp_path,
                     timeout=300)
     assert again.code == 0, again.output
@@ -161,7 +161,7 @@ def test_an_inference_loop_is_kept_after_watching_for_a_training(tmp_path: Path)
     """A program that only infers is stopped after the watch: about as long again as its loop ran."""
     script = Path(__file__).parent / "scripts" / "model_only.py"
     out = tmp_path / "run"
-    cli = run_cli("diagnose", str(script), "--out", str(out), "-q", "--no-escalate", "--", "--seconds", "60",
+    cli = run_cli("diagnose", str(script), "--out", str(out), "-q", "--no-escalate", "--no-trial", "--", "--seconds", "60",
                   cwd=tmp_path, timeout=300)
     assert cli.code == 0, cli.output
     meta = json.loads((out / "run.json").read_text())

@@ -96,7 +96,7 @@ def diagnosed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], RunOu
             out = base / script
             start = time.monotonic()
             # --no-escalate: these runs test the framework stage's attribution, not the later stages
-            cli = run_cli("diagnose", str(SCRIPTS / f"{file}.py"), "--out", str(out), "-q", "--no-escalate",
+            cli = run_cli("diagnose", str(SCRIPTS / f"{file}.py"), "--out", str(out), "-q", "--no-escalate", "--no-trial",
                           *schedule, "--", *args, cwd=base, env=ENV)
             runs[script] = RunOutput(out, cli, time.monotonic() - start)
         run = runs[script]

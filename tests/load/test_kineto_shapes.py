@@ -192,7 +192,7 @@ def _diagnosed(tmp_path: Path, code: str, wait: int) -> tuple[Path, dict]:
     script = tmp_path / "script.py"
     script.write_text(code)
     out = tmp_path / "run"
-    cli = run_cli("diagnose", str(script), "--out", str(out), "-q", "--no-escalate", "--wait", str(wait),
+    cli = run_cli("diagnose", str(script), "--out", str(out), "-q", "--no-escalate", "--no-trial", "--wait", str(wait),
                   "--warmup", "1", "--active", "3", cwd=tmp_path)
     assert cli.code == 0, cli.stderr
     return out, {f["name"]: f["value"] for f in json.loads((out / "findings.json").read_text())["facts"]}

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 # Nsight Systems and add the system stage's view of the same wait (SYS001) to what the fix removes.
 # --wait 8: four freshly started workers deliver their first batches in bursts; after a few steps the fixed run
 # is in its steady state, where the loader keeps ahead of the model (with --wait 2 a burst could keep DL001 alive).
-SCHEDULE = ["--wait", "8", "--warmup", "1", "--active", "4", "--no-escalate"]
+SCHEDULE = ["--wait", "8", "--warmup", "1", "--active", "4", "--no-escalate", "--no-trial"]
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ is left out, the budget, trying knobs together, and every setting undone however
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -79,6 +80,18 @@ def test_the_budget_ends_a_knob_after_two_pairs(monkeypatch) -> None:
     script.run()
     assert {b["pair"] for b in script.trial.blocks} == {0, 1}
     assert "budget" in script.trial.knobs["a"]["budget"]
+
+
+def test_a_noisy_comparison_gets_more_pairs_up_to_the_most_planned(monkeypatch) -> None:
+    script = Script(monkeypatch, {"a": 2.0}, {"block_steps": 3, "pairs": 2, "max_pairs": 6, "budget_s": 100})
+    rng = random.Random(0)  # steps that vary by up to 6 ms: the pairs' differences scatter
+
+    def step_ms() -> float:
+        return 10.0 - (2.0 if script.settings["a"].on else 0.0) + rng.uniform(0, 6)
+
+    monkeypatch.setattr(script, "step_ms", step_ms)
+    script.run()
+    assert max(b["pair"] for b in script.trial.blocks) + 1 == 6
 
 
 def test_a_script_that_ends_inside_a_block_leaves_every_setting_undone(monkeypatch) -> None:

@@ -50,16 +50,30 @@ def test_grad_mode_is_switched_off_and_back() -> None:
 
 
 def test_anomaly_detection_is_switched_off_and_back_with_its_nan_check() -> None:
+    real = torch.is_anomaly_enabled
     torch.autograd.set_detect_anomaly(True, check_nan=False)
     try:
         setting = _setting("anomaly_detection_off")
         setting.apply()
-        assert not torch.is_anomaly_enabled()
+        assert not real()
         setting.undo()
-        assert torch.is_anomaly_enabled() and not torch.is_anomaly_check_nan_enabled()
+        assert real() and torch.is_anomaly_enabled() and not torch.is_anomaly_check_nan_enabled()
     finally:
         torch.autograd.set_detect_anomaly(False)
-    assert "is off" in (_setting("anomaly_detection_off").applies() or "")
+
+
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
+def test_anomaly_detection_stays_off_inside_the_scripts_own_context_manager() -> None:
+    real = torch.is_anomaly_enabled
+    setting = _setting("anomaly_detection_off")
+    setting.apply()
+    try:
+        with torch.autograd.detect_anomaly():  # a script that turns it on around every step
+            assert not real() and torch.is_anomaly_enabled()  # off for torch; as asked, for the script
+        assert not torch.is_anomaly_enabled()
+    finally:
+        setting.undo()
+    assert torch.is_anomaly_enabled is real and not real()
 
 
 @pytest.mark.parametrize("name, flags", [("optimizer_foreach", {"foreach": True}),

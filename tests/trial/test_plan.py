@@ -3,12 +3,12 @@ does not, with why."""
 
 from __future__ import annotations
 
-from advisor.collect.trial import plan_trial, unprofiled_step_ms
+from advisor.collect.trial import plan_trial, steps_left, unprofiled_step_ms
 
 
-def test_short_steps_make_blocks_of_a_quarter_second() -> None:
+def test_short_steps_make_blocks_of_a_fifth_of_a_second() -> None:
     plan = plan_trial([("intra_op_threads", "HOST001")], 10.0, budget_s=60, numerics=False, cuda=False)
-    assert plan.knobs == ["intra_op_threads"] and plan.block_steps == 26 and plan.pairs == 4
+    assert plan.knobs == ["intra_op_threads"] and plan.block_steps == 21 and plan.pairs == 4
     assert plan.asked_by == {"intra_op_threads": ["HOST001"]}
 
 
@@ -37,3 +37,15 @@ def test_the_step_is_the_one_timed_without_the_profiler() -> None:
     assert unprofiled_step_ms({"unprofiled_step_ms": [5.0, 7.0, 6.0]}, {"steps.time_ms": 9.0}) == 6.0
     assert unprofiled_step_ms({}, {"steps.time_ms": 9.0}) == 9.0
     assert unprofiled_step_ms({}, {}) is None
+
+
+def test_a_script_that_ends_by_itself_gets_blocks_that_fit_its_steps() -> None:
+    meta = {"outcome": "completed", "ranks": [{"steps_seen": 60}], "schedule": {"wait": 5}}
+    assert steps_left(meta) == 55
+    assert steps_left({**meta, "outcome": "captured"}) is None  # stopped by the collector: it would have run on
+    plan = plan_trial([("intra_op_threads", "HOST001"), ("anomaly_detection_off", "HOST002")], 10.0, budget_s=60,
+                      numerics=False, cuda=False, steps_left=55)
+    # three comparisons (each knob, then both together), two pairs of two blocks each: blocks of 4 steps
+    assert (plan.block_steps, plan.pairs, plan.max_pairs) == (4, 2, 2)
+    plan = plan_trial([("no_grad", "INF001")], 10.0, budget_s=60, numerics=False, cuda=False, steps_left=7)
+    assert plan.knobs == [] and "runs 7 steps after its wait steps: too few" in plan.not_tried["no_grad"]

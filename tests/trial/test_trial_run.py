@@ -49,7 +49,7 @@ def test_the_script_runs_its_later_steps_with_its_own_settings(tmp_path) -> None
     assert last < len(seen) - 20 and seen[last + 1:] == [own] * (len(seen) - last - 1)
     facts = trial_gains(record)
     rows = {r["knob"]: r for r in facts["trial.results"]}
-    assert rows["intra_op_threads"]["pairs"] >= 2 and rows["intra_op_threads"]["gain_ms"] > 0
+    assert rows["intra_op_threads"]["pairs"] >= 2 and rows["anomaly_detection_off"]["pairs"] >= 2
 
 
 def test_a_script_that_ends_inside_the_trial_keeps_its_blocks_and_says_so(tmp_path) -> None:
@@ -101,3 +101,15 @@ def test_diagnose_tries_the_settings_and_reports_what_they_gave_back(tmp_path) -
     assert trail["trial"]["status"] == "skipped" and "--no-trial was given" in trail["trial"]["reason"]
     d = {d["rule_id"]: d for d in json.loads((tmp_path / "no-trial" / "diagnoses.json").read_text())["diagnoses"]}
     assert d["HOST001"]["gain_source"] == "estimate" and d["HOST001"]["measured"] is None
+
+
+def test_one_pair_is_no_measure(tmp_path) -> None:
+    from advisor.load.trial import TrialRecord
+
+    blocks = [{"test": "no_grad", "pair": 0, "arm": arm, "ms": [9.0, 5.0, 5.0]} for arm in ("base", "no_grad")]
+    record = TrialRecord(tmp_path / "trial.json", "completed", {"knobs": ["no_grad"]}, {}, "the script ended", blocks,
+                         {"no_grad": {"applies": True}})
+    facts = trial_gains(record)
+    assert facts["trial.results"] == []
+    assert facts["trial.not_tried"] == [{"knob": "no_grad", "why": "the script ended after 1 pair of blocks, too few "
+                                                                   "to measure a gain (2 at least)"}]

@@ -14,7 +14,7 @@ from advisor.analyze.findings import FactSpec
 from advisor.analyze.registry import analyzer
 from advisor.knobs import KNOBS
 from advisor.load.trial import TrialRecord
-from advisor.trial_gain import measure, tests_of
+from advisor.trial_gain import MIN_PAIRS, measure, tests_of
 
 _ROW = {
     "knob": "text: the knob tried, or knobs joined by + when tried together",
@@ -43,10 +43,14 @@ PROVIDES = (
 @analyzer("trial_gains", needs=("trial",), provides=PROVIDES, stage="trial")
 def trial_gains(record: TrialRecord) -> dict[str, Any]:
     """The measured gain of each setting tried, and what was not tried."""
-    rows = []
+    rows, short = [], []
     for test in tests_of(record.blocks):
         gain = measure(record.blocks, test)
         if gain is None:
+            continue
+        if gain.pairs < MIN_PAIRS:  # one pair has no spread: a step that waited once would be the gain
+            short.append({"knob": test, "why": f"{_ended(record)} after {gain.pairs} pair of blocks, too few to "
+                                                f"measure a gain ({MIN_PAIRS} at least)"})
             continue
         parts = [KNOBS[k] for k in test.split("+") if k in KNOBS]
         rows.append({**gain.as_row(), "clear": gain.clear(), "line": "\n".join(k.line for k in parts),
@@ -54,6 +58,7 @@ def trial_gains(record: TrialRecord) -> dict[str, Any]:
     not_tried = [{"knob": k, "why": why} for k, why in (record.plan.get("not_tried") or {}).items()]
     not_tried += [{"knob": k, "why": v.get("why_not") or "not tried"} for k, v in record.knobs.items()
                   if not v.get("applies")]
+    not_tried += short
     measured = {r["knob"] for r in rows}
     not_tried += [{"knob": k, "why": _unmeasured(record)} for k in record.plan.get("knobs") or []
                   if k not in measured and k not in {r["knob"] for r in not_tried}]
@@ -70,7 +75,11 @@ def _outcome(record: TrialRecord) -> str:
     return record.trial_outcome
 
 
-def _unmeasured(record: TrialRecord) -> str:
+def _ended(record: TrialRecord) -> str:
     if record.outcome not in ("captured", "completed", "exited"):
-        return f"the script {record.outcome} in the trial run before a pair of blocks was timed"
-    return "the script ended before a pair of blocks was timed"
+        return f"the script {record.outcome} in the trial run"
+    return "the trial ended" if record.trial_outcome != "the script ended" else "the script ended"
+
+
+def _unmeasured(record: TrialRecord) -> str:
+    return f"{_ended(record)} before a pair of blocks was timed"

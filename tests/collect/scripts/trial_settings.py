@@ -30,8 +30,9 @@ def main() -> None:
     x = torch.randn(64, 128)
     seen = []
     for _ in range(args.steps):
-        seen.append({"threads": torch.get_num_threads(), "anomaly": torch.is_anomaly_enabled(),
-                     "check_nan": torch.is_anomaly_check_nan_enabled(), "grad": torch.is_grad_enabled(),
+        # torch._C's own: the trial's anomaly knob answers torch.is_anomaly_enabled with what the script asked for
+        seen.append({"threads": torch.get_num_threads(), "anomaly": torch._C.is_anomaly_enabled(),
+                     "check_nan": torch._C.is_anomaly_check_nan_enabled(), "grad": torch.is_grad_enabled(),
                      "foreach": opt.param_groups[0]["foreach"]})
         opt.zero_grad()
         model(x).square().mean().backward()
