@@ -33,7 +33,7 @@ from advisor.collect.config import CollectorConfig
 from advisor.knobs import KNOBS
 from advisor.trial_gain import MIN_PAIRS
 
-__all__ = ["TRIAL_FILE", "TrialPlan", "plan_trial", "run_trial", "steps_left", "unprofiled_step_ms"]
+__all__ = ["TRIAL_FILE", "TrialPlan", "plan_trial", "run_trial", "steps_left", "trial_wait", "unprofiled_step_ms"]
 
 TRIAL_FILE = "trial.json"
 #: how long a block of steps should last: a few scheduler slices and allocator cycles, so that one slow step
@@ -68,10 +68,11 @@ class TrialPlan:
 
 
 def plan_trial(asked: Iterable[tuple[str, str]], step_ms: float | None, *, budget_s: float, numerics: bool,
-               cuda: bool, steps_left: int | None = None) -> TrialPlan:
+               cuda: bool, steps_left: int | None = None, step_method: str | None = None) -> TrialPlan:
     """The plan for the knobs ``asked`` ((knob, rule id) pairs), steps of ``step_ms`` as the script runs them
     without the profiler, within ``budget_s`` seconds of trial steps; ``steps_left``: the steps the script runs
-    after the wait steps, where the framework run saw it end by itself (the blocks are then cut to fit)."""
+    after the wait steps, where the framework run saw it end by itself (the blocks are then cut to fit);
+    ``step_method``: how the framework run found its steps (a time window has none to switch settings at)."""
     plan = TrialPlan(budget_s=budget_s, step_ms=step_ms)
     for name, rule in asked:
         plan.asked_by.setdefault(name, []).append(rule)
@@ -83,6 +84,9 @@ def plan_trial(asked: Iterable[tuple[str, str]], step_ms: float | None, *, budge
             plan.not_tried[name] = "it may change the results (numerics); --trial-numerics allows it"
         elif knob.gpu and not cuda:
             plan.not_tried[name] = "it applies to a CUDA GPU, which the script did not use"
+        elif step_method == "time":
+            plan.not_tried[name] = ("the framework run recognised no steps (it recorded a time window), and a "
+                                    "setting is switched at a step boundary")
         else:
             plan.knobs.append(name)
     if not plan.knobs or not step_ms or step_ms <= 0:
@@ -126,14 +130,13 @@ def _fit_to_steps(plan: TrialPlan, steps_left: int) -> None:
     plan.pairs, plan.max_pairs = min(plan.pairs, fits), min(plan.max_pairs, fits)
 
 
-def steps_left(run_meta: Mapping[str, Any]) -> int | None:
-    """The steps the script runs after the wait steps, where the framework run saw it end by itself; None where
+def steps_left(run_meta: Mapping[str, Any], wait: int) -> int | None:
+    """The steps the script runs after ``wait`` steps, where the framework run saw it end by itself; None where
     the collector stopped it (it would have run on)."""
     if run_meta.get("outcome") not in ("completed", "exited"):
         return None
     seen = [r.get("steps_seen") for r in run_meta.get("ranks") or [] if isinstance(r.get("steps_seen"), int)]
-    wait = (run_meta.get("schedule") or {}).get("wait")
-    if not seen or not isinstance(wait, int):
+    if not seen:
         return None
     return max(min(seen) - wait, 0)
 
@@ -148,11 +151,20 @@ def unprofiled_step_ms(run_meta: Mapping[str, Any], facts: Mapping[str, Any]) ->
     return float(recorded) if isinstance(recorded, (int, float)) and recorded > 0 else None
 
 
+def trial_wait(cfg: CollectorConfig) -> int:
+    """The steps the trial run lets pass before its first block: as many as the framework run had run when it
+    timed its steps without the profiler (its wait, warm-up, recorded and timed steps), the steps the plan was
+    sized from. A process is not in its steady state after a few steps: a variant's first 25 steps ran at 50 ms,
+    its later ones at 35 (the allocator, the intra-op pool, the caches still settling), and blocks begun at step 5
+    took that fall for the setting's gain."""
+    return cfg.wait + cfg.warmup + 2 * cfg.active
+
+
 def stage_config(cfg: CollectorConfig, plan: TrialPlan) -> CollectorConfig:
-    """The framework run's settings, for a run that records nothing and tries the plan's knobs after the same
-    wait steps (fitted to long steps as there), its steps found the same way. The trial run always stops after
-    its trials: with --run-to-end the framework run already ran the training to its end."""
-    return replace(cfg, mode="trial", trial=plan.as_json(), record_shapes=False,
+    """The framework run's settings, for a run that records nothing and tries the plan's knobs after
+    :func:`trial_wait` steps (fitted to long steps as there), its steps found the same way. The trial run always
+    stops after its trials: with --run-to-end the framework run already ran the training to its end."""
+    return replace(cfg, mode="trial", trial=plan.as_json(), wait=trial_wait(cfg), record_shapes=False,
                    source_lines=False, profile_memory=False, with_stack=False, run_to_end=False)
 
 

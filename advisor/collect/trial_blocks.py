@@ -13,6 +13,8 @@ with no profiler, labels or source marker. After the wait steps the driver hands
   where there are two or more;
 - keeps to the budget: once a knob has taken its share of ``budget_s``, it stops after its second pair or
   the pair under way;
+- with several ranks, follows the plan as counted in steps, so that every rank switches at the same step: no
+  pairs added or cut by one rank's own figures, and the knobs that apply tried together;
 - undoes every setting when it ends, whatever ends it (the plan done, the script ending, Ctrl-C), so the
   script's later steps (``--run-to-end``) run with its own values.
 
@@ -22,6 +24,7 @@ Its record (:meth:`TrialBlocks.as_json`) goes into the rank's status file and fr
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -43,6 +46,9 @@ class TrialBlocks:
         self.block_steps = max(int(plan.get("block_steps", 4)), 2)
         self.pairs = max(int(plan.get("pairs", 4)), 1)
         self.max_pairs = max(int(plan.get("max_pairs", 12)), self.pairs)
+        #: with several ranks every rank switches at the same step: the plan as counted, nothing decided from one
+        #: rank's own clock or gains (no pairs added for noise, no budget cut; the knobs together always tried)
+        self.lockstep = int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
         self.budget_s = float(plan.get("budget_s", 60.0))
         self.clock = clock
         self.settings: dict[str, Setting] = {}
@@ -125,6 +131,8 @@ class TrialBlocks:
         against its gain; never fewer than two, nor more than the budget's share or ``max_pairs``."""
         if pairs < MIN_PAIRS:
             return False
+        if self.lockstep:
+            return pairs >= self.pairs
         if self.clock() - self._test_started > self._share_s():
             if pairs < self.pairs:
                 self.knobs.setdefault(test, {})["budget"] = f"stopped after {pairs} pairs: budget"
@@ -152,6 +160,8 @@ class TrialBlocks:
         return True
 
     def _clear_gains(self) -> list[str]:
+        if self.lockstep:
+            return [n for n in self.settings if self.knobs[n]["applies"]]
         out = []
         for name in self.settings:
             gain = measure(self.blocks, name)

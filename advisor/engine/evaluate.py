@@ -232,5 +232,14 @@ def evaluate_rules(rules: Iterable[LoadedRule], values: Mapping[str, Any],
             diagnoses.append(diagnosis)
     # a deeper stage that explains an earlier diagnosis is told inside it, not beside it
     diagnoses = refine(diagnoses, outcomes, {r.rule.id: r.rule for r in rules}, env)
-    diagnoses.sort(key=lambda d: (-(d.impact_ms or 0.0), -d.severity_rank, d.rule_id))
+    diagnoses.sort(key=lambda d: (-gain_share(d, step_ms), -d.severity_rank, d.rule_id))
     return diagnoses, outcomes
+
+
+def gain_share(diagnosis: Diagnosis, step_ms: float | None) -> float:
+    """The share of the step a diagnosis's fix gives back, what diagnoses are ranked by: a gain the trial measured
+    on the steps as the script runs them, over that step; an estimate, over the recorded step it was made on (the
+    profiler can make that several times longer, so milliseconds of the two kinds do not compare)."""
+    gain = diagnosis.impact_ms or 0.0
+    base = (diagnosis.measured or {}).get("base_ms") if diagnosis.gain_source == "trial" else step_ms
+    return gain / base if isinstance(base, (int, float)) and base > 0 else gain

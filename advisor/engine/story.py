@@ -18,7 +18,9 @@ Two steps after the rules are evaluated:
   the others left: ``P * (1 - prod(1 - g_i / P))``, never more than ``P``.
   The phases' results are added; gains with no phase act on the whole step,
   combined the same way with that sum over the step time. The total never
-  exceeds the step time.
+  exceeds the step time. A gain the trial stage measured counts as the same
+  share of the recorded step (the estimates are made on it); diagnoses whose
+  settings it tried together count as one, of the gain measured together.
 
 ``stages`` of a diagnosis are the stages whose facts it read, in workflow
 order: a fact's name says its stage (``system.*`` Nsight Systems, ``ncu.*``
@@ -147,11 +149,11 @@ def _combine(gains: Iterable[float], total: float) -> float:
 def combined_gain(diagnoses: Sequence[Any], facts: Mapping[str, Any]) -> float | None:
     """The time per step all the diagnoses' fixes give back together, at most the step time (see the module
     docstring); None when no diagnosis estimates a gain. ``diagnoses`` are Diagnosis objects or their dicts."""
-    rows = [d if isinstance(d, Mapping) else d.to_dict() for d in diagnoses]
-    gains = [(r.get("phase"), float(r["impact_ms"])) for r in rows if isinstance(r.get("impact_ms"), (int, float))]
+    step = _number(facts.get("steps.time_ms")) or _number(facts.get("system.steps.time_ms"))
+    rows = _tried_together([d if isinstance(d, Mapping) else d.to_dict() for d in diagnoses], facts)
+    gains = [(r.get("phase"), _recorded_ms(r, step)) for r in rows if isinstance(r.get("impact_ms"), (int, float))]
     if not gains:
         return None
-    step = _number(facts.get("steps.time_ms")) or _number(facts.get("system.steps.time_ms"))
     if not step:
         return sum(g for _, g in gains)  # no step to bound them by: each is already its own estimate
     by_phase: dict[str, list[float]] = {}
@@ -161,6 +163,27 @@ def combined_gain(diagnoses: Sequence[Any], facts: Mapping[str, Any]) -> float |
         (by_phase.setdefault(str(phase), []) if length else whole).append(gain)
     phased = sum(_combine(g, float(facts[f"phases.{p}.ms"])) for p, g in by_phase.items())
     return _combine([min(phased, step), *whole], step)
+
+
+def _recorded_ms(row: Mapping[str, Any], step: float | None) -> float:
+    """A diagnosis's gain on the recorded step, as the estimates are made: a gain the trial measured on the steps
+    as the script runs them is taken as the same share of the recorded step."""
+    gain = float(row["impact_ms"])
+    base = _number((row.get("measured") or {}).get("base_ms")) if row.get("gain_source") == "trial" else None
+    return gain / base * step if base and step else gain
+
+
+def _tried_together(rows: list[Mapping[str, Any]], facts: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Where the trial stage tried the settings of several diagnoses together, their combined gain is that
+    measure, not a combination of their separate gains: those diagnoses count as one, of the measured gain."""
+    tried = {r.get("knob"): r for r in rows if r.get("gain_source") == "trial" and r.get("knob")}
+    for result in facts.get("trial.results") or []:
+        knobs = str(result.get("knob", "")).split("+") if isinstance(result, Mapping) else []
+        if len(knobs) >= 2 and all(k in tried for k in knobs) and isinstance(result.get("gain_ms"), (int, float)):
+            together = {id(tried[k]) for k in knobs}
+            return [r for r in rows if id(r) not in together] + [{
+                "impact_ms": max(float(result["gain_ms"]), 0.0), "gain_source": "trial", "measured": result}]
+    return rows
 
 
 def _number(value: Any) -> float | None:

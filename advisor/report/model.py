@@ -101,11 +101,21 @@ def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mappi
         view["evidence_code"] = _evidence_code(view["evidence_facts"])
         view["fix_short"] = first_sentence(diag.get("fix", ""))
         impact = diag.get("impact_ms")
-        view["impact_share"] = impact / step if isinstance(impact, (int, float)) and isinstance(step, (int, float)) \
-            and step > 0 else None
-        view["trial_text"] = trial_text(diag)
+        # a measured gain is a share of the step as the script runs it, not of the recorded one
+        base = (diag.get("measured") or {}).get("base_ms") if diag.get("gain_source") == "trial" else step
+        view["impact_share"] = impact / base if isinstance(impact, (int, float)) and isinstance(base, (int, float)) \
+            and base > 0 else None
+        view["trial_text"] = trial_text(diag) or not_tried_text(diag, facts)
         out.append(view)
     return out
+
+
+def not_tried_text(diag: Mapping[str, Any], facts: Mapping[str, Any]) -> str | None:
+    """Why the trial stage did not measure this diagnosis's setting, where it ran and said why."""
+    knob = diag.get("knob")
+    rows = facts.get("trial.not_tried") or []
+    why = next((r.get("why") for r in rows if isinstance(r, Mapping) and r.get("knob") == knob), None) if knob else None
+    return f"Not tried ({knob}): {why}. The gain is the rule's estimate." if why else None
 
 
 def trial_text(diag: Mapping[str, Any]) -> str | None:

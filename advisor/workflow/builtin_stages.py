@@ -146,11 +146,12 @@ def _trial_asked(ctx: StageContext) -> list[tuple[str, str]]:
 def _trial_collect(ctx: StageContext) -> Collected:
     if ctx.config is None:
         raise CollectError("advisor analyze does not run the script, so it cannot try settings")
-    from advisor.collect.trial import plan_trial, run_trial, steps_left, unprofiled_step_ms
+    from advisor.collect.trial import plan_trial, run_trial, steps_left, trial_wait, unprofiled_step_ms
 
+    left = steps_left(ctx.run_meta, trial_wait(ctx.config))
     plan = plan_trial(_trial_asked(ctx), unprofiled_step_ms(ctx.run_meta, ctx.facts),
                       budget_s=ctx.config.trial_budget_s, numerics=ctx.config.trial_numerics, cuda=ctx.cuda,
-                      steps_left=steps_left(ctx.run_meta))
+                      steps_left=left, step_method=ctx.run_meta.get("step_method"))
     if not plan.knobs:
         why = "; ".join(f"{k}: {reason}" for k, reason in plan.not_tried.items()) or "no rule asked for a setting"
         raise CollectError(f"no setting was tried ({why})")
@@ -163,7 +164,12 @@ def _trial_collect(ctx: StageContext) -> Collected:
 
 
 def _trial_command(ctx: StageContext) -> str | None:
-    return ctx.run_meta.get("reproduce") or "advisor diagnose YOUR_SCRIPT.py -- YOUR_ARGS"
+    """The run again, with the trial: the command as given, less --no-trial before the script's own arguments."""
+    command = ctx.run_meta.get("command") or []
+    if not command:
+        return "advisor diagnose YOUR_SCRIPT.py -- YOUR_ARGS"
+    ours = command.index("--") if "--" in command else len(command)
+    return shlex.join(["advisor", *[a for a in command[1:ours] if a != "--no-trial"], *command[ours:]])
 
 
 def _trial_ingest(path: Path, stage_dir: Path) -> list[Path]:
@@ -262,5 +268,5 @@ register_stage(StageSpec("system", "Nsight Systems", "system", _system_collect, 
 register_stage(StageSpec("kernel", "Nsight Compute", "kernel", _kernel_collect, _kernel_command, _kernel_ingest,
                          _kernel_load, (".ncu-rep",), accepts=_kernel_accepts))
 register_stage(StageSpec("trial", "advisor (A/B trial)", "trial", _trial_collect, _trial_command, _trial_ingest,
-                         _trial_load, ("trial.json",)))
+                         _trial_load, file_names=("trial.json",)))
 register_stage(StageSpec("report", "advisor", terminal=True))

@@ -26,9 +26,10 @@ A stage is what the workflow graph names (``framework``, ``system``,
     (the framework stage compares rank traces). ``collected``: the files are
     this run's collector's output, not files the user gave; one that cannot be
     read is then a note, not the end of the run.
-``file_types``, ``accepts(path)``
-    the file name endings ``advisor analyze`` sends to this stage, and,
-    optionally, a check of the content for endings several tools use (CSV).
+``file_types``, ``file_names``, ``accepts(path)``
+    the file name endings ``advisor analyze`` sends to this stage, whole
+    file names it takes before any ending (``trial.json``), and, optionally,
+    a check of the content for endings several tools use (CSV).
 ``check(path)``
     optional: raise :class:`~advisor.errors.InputError` (or ``ToolMissingError``)
     for a file ``ingest`` could not take, before a run directory is made.
@@ -98,6 +99,8 @@ class StageSpec:
     check: Callable[[Path], None] | None = None
     accepts: Callable[[Path], bool] | None = None
     analyze: Callable[[Sequence[Path], dict[str, Any], Mapping[str, Any], bool], Any] | None = None
+    #: whole file names this stage reads (``trial.json``), matched before any ending
+    file_names: tuple[str, ...] = ()
 
     def problems(self) -> list[str]:
         """What this stage lacks to be walked: every non-terminal stage needs a collector and a loader
@@ -139,6 +142,9 @@ def get_stage(name: str) -> StageSpec:
 def stage_for_file(path: Path) -> StageSpec | None:
     """The stage whose loader takes this file: by the end of its name (longest ending wins), then by content."""
     name = path.name.lower()
+    exact = next((s for s in registered_stages().values() if name in s.file_names), None)
+    if exact is not None:
+        return exact
     best: tuple[int, StageSpec] | None = None
     for spec in registered_stages().values():
         for ending in spec.file_types:

@@ -116,3 +116,22 @@ def test_a_knob_this_collector_does_not_know_is_said_not_tried() -> None:
     trial.begin()
     assert trial.outcome == "nothing to try"
     assert trial.knobs["warp_drive"]["why_not"] == "this collector does not know the knob"
+
+
+def test_the_combined_gain_of_settings_tried_together_is_the_measure() -> None:
+    from advisor.engine.story import combined_gain
+
+    # measured on steps of 50 ms as the script runs them; the recorded step, the estimates' basis, is 100 ms
+    rows = [{"knob": "intra_op_threads", "gain_ms": 15.0, "base_ms": 50.0},
+            {"knob": "anomaly_detection_off", "gain_ms": 10.0, "base_ms": 50.0},
+            {"knob": "intra_op_threads+anomaly_detection_off", "gain_ms": 21.0, "base_ms": 50.0}]
+    diagnoses = [{"rule_id": "HOST001", "knob": "intra_op_threads", "gain_source": "trial", "impact_ms": 15.0,
+                  "measured": rows[0]},
+                 {"rule_id": "HOST002", "knob": "anomaly_detection_off", "gain_source": "trial", "impact_ms": 10.0,
+                  "measured": rows[1]},
+                 {"rule_id": "CPU001", "impact_ms": 5.0}]
+    facts = {"steps.time_ms": 100.0, "trial.results": rows}
+    # 42% together (not 30% and 20% combined, 44%), then the estimate of the third on what is left
+    assert combined_gain(diagnoses, facts) == pytest.approx(100 - 58 * 0.95)
+    alone = [{**d, "knob": None} if d["rule_id"] == "HOST002" else d for d in diagnoses]
+    assert combined_gain(alone[:1], facts) == pytest.approx(30.0)  # 15 of 50 ms is 30 of the recorded 100

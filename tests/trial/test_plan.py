@@ -40,12 +40,17 @@ def test_the_step_is_the_one_timed_without_the_profiler() -> None:
 
 
 def test_a_script_that_ends_by_itself_gets_blocks_that_fit_its_steps() -> None:
-    meta = {"outcome": "completed", "ranks": [{"steps_seen": 60}], "schedule": {"wait": 5}}
-    assert steps_left(meta) == 55
-    assert steps_left({**meta, "outcome": "captured"}) is None  # stopped by the collector: it would have run on
+    meta = {"outcome": "completed", "ranks": [{"steps_seen": 73}]}
+    assert steps_left(meta, 18) == 55
+    assert steps_left({**meta, "outcome": "captured"}, 18) is None  # stopped by the collector: it would run on
     plan = plan_trial([("intra_op_threads", "HOST001"), ("anomaly_detection_off", "HOST002")], 10.0, budget_s=60,
                       numerics=False, cuda=False, steps_left=55)
     # three comparisons (each knob, then both together), two pairs of two blocks each: blocks of 4 steps
     assert (plan.block_steps, plan.pairs, plan.max_pairs) == (4, 2, 2)
     plan = plan_trial([("no_grad", "INF001")], 10.0, budget_s=60, numerics=False, cuda=False, steps_left=7)
     assert plan.knobs == [] and "runs 7 steps after its wait steps: too few" in plan.not_tried["no_grad"]
+
+
+def test_no_trial_without_steps_to_switch_at() -> None:
+    plan = plan_trial([("no_grad", "INF001")], 10.0, budget_s=60, numerics=False, cuda=False, step_method="time")
+    assert plan.knobs == [] and "recognised no steps" in plan.not_tried["no_grad"]

@@ -44,7 +44,7 @@ def test_the_script_runs_its_later_steps_with_its_own_settings(tmp_path) -> None
     assert tried and all(s["threads"] in (8, CORES) and s["grad"] and s["foreach"] is None for s in tried)
     assert any(s["threads"] == CORES and s["anomaly"] for s in tried)
     assert any(s["threads"] == 8 and not s["anomaly"] for s in tried)
-    assert seen[:5] == [own] * 5  # the wait steps: nothing changed before the trial
+    assert seen[:18] == [own] * 18  # the wait steps (the framework run's 5 + 3 + 5 + 5): nothing changed
     last = max(i for i, s in enumerate(seen) if s != own)
     assert last < len(seen) - 20 and seen[last + 1:] == [own] * (len(seen) - last - 1)
     facts = trial_gains(record)
@@ -53,7 +53,7 @@ def test_the_script_runs_its_later_steps_with_its_own_settings(tmp_path) -> None
 
 
 def test_a_script_that_ends_inside_the_trial_keeps_its_blocks_and_says_so(tmp_path) -> None:
-    record, result = _trial(tmp_path, ["--steps", "14", "--anomaly"], [("anomaly_detection_off", "HOST002")])
+    record, result = _trial(tmp_path, ["--steps", "27", "--anomaly"], [("anomaly_detection_off", "HOST002")])
     assert result.outcome == "completed"
     assert record.trial_outcome == "the script ended" and record.rank["trial"]["undone"] is True
     facts = trial_gains(record)

@@ -28,7 +28,13 @@ def test_when_no_rule_escalates_the_walk_stops_after_the_framework(diagnosed_exa
     edges = {(e["from"], e["to"]): e for e in run.json("run.json")["workflow"]["edges"]}
     assert edges[("framework", "report")]["taken"] is True
     assert edges[("system", "kernel")]["taken"] is None
-    assert "Stages:" not in run.cli.stdout  # nothing beyond the framework to mention
+    if example == "slow_optimizer":  # OPT001's fix is a setting, which these runs (--no-trial) do not try
+        assert trail["trial"]["status"] == "skipped" and "--no-trial was given" in trail["trial"]["reason"]
+        assert "--no-trial" not in trail["trial"]["command"]  # the command that would run it
+        assert "skipped trial: --no-trial was given" in run.cli.stdout
+    else:
+        assert trail["trial"]["status"] == "not_needed"
+        assert "Stages:" not in run.cli.stdout  # nothing beyond the framework to mention
 
 
 def test_no_escalate_records_the_skipped_stage_and_its_command(diagnosed_examples) -> None:
