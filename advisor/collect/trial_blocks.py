@@ -7,7 +7,7 @@ with no profiler, labels or source marker. After the wait steps the driver hands
 - tries each knob of the plan against the original settings, one at a time: ``pairs`` pairs of blocks of
   ``block_steps`` steps, the arms in the order A B, B A, A B, ... (a drift of the step time over the trial then
   falls on both arms alike), and more pairs, up to ``max_pairs``, while the spread of the pairs is large against
-  the gain; the first step of each block ran just after the switch and is left out of the figures
+  the gain; the first third of each block (a step at least) ran just after the switch and is left out of the figures
   (:mod:`advisor.trial_gain`);
 - tries the knobs that gave something back clearly (:meth:`advisor.trial_gain.Gain.clear`) all together once,
   where there are two or more;
@@ -59,6 +59,8 @@ class TrialBlocks:
             except KeyError:
                 self.knobs[name] = {"applies": False, "why_not": "this collector does not know the knob"}
         self.blocks: list[dict[str, Any]] = []
+        #: comparison -> why it ran fewer pairs than planned
+        self.cut: dict[str, str] = {}
         self.outcome = "running"
         self._queue: list[str] = []
         self._arm: tuple[str, ...] = ()
@@ -105,7 +107,9 @@ class TrialBlocks:
         for name, setting in self.settings.items():
             if setting.original is not None or setting.tried is not None:
                 self.knobs[name].update(original=setting.original, tried=setting.tried)
-        return {"plan": self.plan, "outcome": self.outcome, "knobs": self.knobs, "blocks": self.blocks,
+            if (why := setting.no_effect()) is not None:
+                self.knobs[name]["no_effect"] = why
+        return {"plan": self.plan, "outcome": self.outcome, "knobs": self.knobs, "blocks": self.blocks, "cut": self.cut,
                 "undone": not any(s.on for s in self.settings.values()),
                 "seconds": round(self.clock() - self._started, 3) if self._started else 0.0}
 
@@ -135,7 +139,7 @@ class TrialBlocks:
             return pairs >= self.pairs
         if self.clock() - self._test_started > self._share_s():
             if pairs < self.pairs:
-                self.knobs.setdefault(test, {})["budget"] = f"stopped after {pairs} pairs: budget"
+                self.cut[test] = f"stopped after {pairs} pairs: its share of the budget was spent"
             return True
         if pairs < self.pairs:
             return False

@@ -33,6 +33,11 @@ class Setting:
     def applies(self) -> str | None:
         return None
 
+    def no_effect(self) -> str | None:
+        """After the trial: why the setting, though applied, changed nothing the script did (None when it did,
+        or cannot tell): its measured gain is then no measure of the fix."""
+        return None
+
     def apply(self) -> None:
         if not self.on:
             self._apply()
@@ -166,26 +171,38 @@ class OptimizerFused(_GroupFlag):
 
 
 class ZeroGradSetToNone(Setting):
-    """``zero_grad`` of every optimizer and module releases the gradients, whatever the call asks for."""
+    """``zero_grad`` of every optimizer and module releases the gradients, whatever the call asks for. It counts
+    the calls that asked to zero in place: a script that zeroes by hand (``p.grad.zero_()``) makes none, and the
+    setting then changes nothing (the fix is in its code)."""
 
     name = "zero_grad_set_to_none"
+    in_place_calls = 0
 
     def _apply(self) -> None:
         self._saved = [(cls, cls.__dict__["zero_grad"]) for cls in (torch.optim.Optimizer, torch.nn.Module)]
         self.original, self.tried = "as the script calls it", {"set_to_none": True}
         for cls, method in self._saved:
-            setattr(cls, "zero_grad", _releasing(method))
+            setattr(cls, "zero_grad", self._releasing(method))
 
     def _undo(self) -> None:
         for cls, method in self._saved:
             setattr(cls, "zero_grad", method)
 
+    def _releasing(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        setting = self
 
-def _releasing(method: Callable[..., Any]) -> Callable[..., Any]:
-    def zero_grad(self: Any, set_to_none: bool = True) -> Any:
-        return method(self, True)
+        def zero_grad(self: Any, set_to_none: bool = True) -> Any:
+            if not set_to_none:
+                setting.in_place_calls += 1
+            return method(self, True)
 
-    return zero_grad
+        return zero_grad
+
+    def no_effect(self) -> str | None:
+        if self.original is None or self.in_place_calls:
+            return None
+        return ("the script made no zero_grad(set_to_none=False) call while it was on: it zeroes its gradients "
+                "another way (p.grad.zero_() by hand), which a setting cannot change; the fix is in its code")
 
 
 class TF32(Setting):

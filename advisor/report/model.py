@@ -106,6 +106,8 @@ def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mappi
         view["impact_share"] = impact / base if isinstance(impact, (int, float)) and isinstance(base, (int, float)) \
             and base > 0 else None
         view["trial_text"] = trial_text(diag) or not_tried_text(diag, facts)
+        # the line that makes the change in the user's code, shown as code under the trial's figures
+        view["trial_line"] = (diag.get("measured") or {}).get("line") if diag.get("gain_source") == "trial" else None
         out.append(view)
     return out
 
@@ -137,9 +139,6 @@ def trial_text(diag: Mapping[str, Any]) -> str | None:
     estimate = diag.get("estimate_ms")
     if isinstance(estimate, (int, float)):
         said += f" The rule's estimate was {fmt_ms(estimate)}."
-    line = row.get("line")
-    if line:
-        said += f" The setting, in your code: `{line}`."
     if row.get("numerics"):
         said += " It may change the results in the last bits: check the loss against a run without it."
     return said

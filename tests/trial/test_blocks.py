@@ -20,6 +20,9 @@ class FakeSetting:
     def applies(self) -> str | None:
         return None
 
+    def no_effect(self) -> str | None:
+        return None
+
     def apply(self) -> None:
         self.on, self.original, self.tried = True, "off", "on"
 
@@ -79,7 +82,7 @@ def test_the_budget_ends_a_knob_after_two_pairs(monkeypatch) -> None:
     script = Script(monkeypatch, {"a": 2.0}, {"block_steps": 5, "pairs": 6, "budget_s": 0.3})
     script.run()
     assert {b["pair"] for b in script.trial.blocks} == {0, 1}
-    assert "budget" in script.trial.knobs["a"]["budget"]
+    assert "budget" in script.trial.cut["a"] and set(script.trial.knobs) == {"a"}
 
 
 def test_a_noisy_comparison_gets_more_pairs_up_to_the_most_planned(monkeypatch) -> None:

@@ -100,6 +100,19 @@ def test_the_optimizer_flags_are_set_on_every_group_and_put_back(name: str, flag
     assert "no torch.optim optimizer" in (_setting(name).applies() or "")
 
 
+def test_zero_grad_says_when_the_script_zeroed_its_gradients_another_way() -> None:
+    model = torch.nn.Linear(2, 1)
+    setting = _setting("zero_grad_set_to_none")
+    setting.apply()
+    try:
+        model(torch.ones(1, 2)).sum().backward()
+        for p in model.parameters():  # by hand: no zero_grad call for the setting to change
+            p.grad.zero_()
+    finally:
+        setting.undo()
+    assert "zeroes its gradients another way" in (setting.no_effect() or "")
+
+
 def test_zero_grad_releases_the_gradients_while_on() -> None:
     model = torch.nn.Linear(2, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -111,6 +124,7 @@ def test_zero_grad_releases_the_gradients_while_on() -> None:
         assert model.weight.grad is None
     finally:
         setting.undo()
+    assert setting.no_effect() is None  # the script's own call was changed
     model(torch.ones(1, 2)).sum().backward()
     opt.zero_grad(set_to_none=False)
     assert model.weight.grad is not None and not model.weight.grad.any()

@@ -48,6 +48,10 @@ def trial_gains(record: TrialRecord) -> dict[str, Any]:
         gain = measure(record.blocks, test)
         if gain is None:
             continue
+        idle = [record.knobs[k]["no_effect"] for k in test.split("+") if record.knobs.get(k, {}).get("no_effect")]
+        if idle:  # applied, but it changed nothing the script did: its figure is no measure of the fix
+            short.append({"knob": test, "why": idle[0]})
+            continue
         if gain.pairs < MIN_PAIRS:  # one pair has no spread: a step that waited once would be the gain
             short.append({"knob": test, "why": f"{_ended(record)} after {gain.pairs} pair of blocks, too few to "
                                                 f"measure a gain ({MIN_PAIRS} at least)"})
