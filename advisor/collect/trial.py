@@ -89,19 +89,18 @@ def plan_trial(asked: Iterable[tuple[str, str]], step_ms: float | None, *, budge
                                     "setting is switched at a step boundary")
         else:
             plan.knobs.append(name)
-    if not plan.knobs or not step_ms or step_ms <= 0:
-        if plan.knobs and not step_ms:
-            plan.not_tried.update({k: "the framework run timed no steps to size the trial by" for k in plan.knobs})
-            plan.knobs = []
+    if plan.knobs and not (step_ms and step_ms > 0):
+        plan.not_tried.update({k: "the framework run timed no steps to size the trial by" for k in plan.knobs})
+        plan.knobs = []
+    if not plan.knobs or not step_ms:
         return plan
     step_s = step_ms / 1e3
     plan.block_steps = min(max(math.ceil(BLOCK_S / step_s) + 1, MIN_BLOCK_STEPS), MAX_BLOCK_STEPS)
-    # each knob's share of the budget, and one more share for trying the knobs together
+    # each knob's share of the budget, and one more share for trying the knobs together: blocks no longer than
+    # two pairs of them fit in it, of two steps at least
     share = budget_s / (len(plan.knobs) + 1)
+    plan.block_steps = min(plan.block_steps, max(math.floor(share / (2 * MIN_PAIRS * step_s)), 2))
     per_pair = 2 * plan.block_steps * step_s
-    while MIN_PAIRS * per_pair > share and plan.block_steps > 2:
-        plan.block_steps -= 1
-        per_pair = 2 * plan.block_steps * step_s
     if MIN_PAIRS * per_pair > share:
         need = MIN_PAIRS * per_pair * (len(plan.knobs) + 1)
         why = (f"steps of {step_s:.1f} s: {MIN_PAIRS} pairs of blocks of {plan.block_steps} steps per setting would "

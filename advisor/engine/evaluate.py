@@ -26,7 +26,7 @@ from typing import Any
 
 from advisor.engine.rulebook import LoadedRule
 from advisor.engine.rule import Rule, Severity
-from advisor.engine.story import refine, stages_of
+from advisor.engine.story import measured_base_ms, refine, stages_of
 from advisor.errors import ExpressionError
 from advisor.expr.expression import Absent, Environment
 
@@ -241,5 +241,5 @@ def gain_share(diagnosis: Diagnosis, step_ms: float | None) -> float:
     on the steps as the script runs them, over that step; an estimate, over the recorded step it was made on (the
     profiler can make that several times longer, so milliseconds of the two kinds do not compare)."""
     gain = diagnosis.impact_ms or 0.0
-    base = (diagnosis.measured or {}).get("base_ms") if diagnosis.gain_source == "trial" else step_ms
-    return gain / base if isinstance(base, (int, float)) and base > 0 else gain
+    base = measured_base_ms(diagnosis) if diagnosis.gain_source == "trial" else step_ms
+    return gain / base if base else gain

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from advisor.engine.evaluate import Diagnosis, Outcome
     from advisor.engine.rule import Rule
 
-__all__ = ["STAGE_ORDER", "STAGE_TOOLS", "attach_files", "combined_gain", "fact_stage", "refine", "stages_of"]
+__all__ = ["STAGE_ORDER", "STAGE_TOOLS", "attach_files", "combined_gain", "fact_stage", "measured_base_ms", "refine",
+           "stages_of"]
 
 STAGE_ORDER = ("framework", "system", "kernel")
 STAGE_TOOLS = {"framework": "PyTorch Profiler", "system": "Nsight Systems", "kernel": "Nsight Compute"}
@@ -165,11 +166,20 @@ def combined_gain(diagnoses: Sequence[Any], facts: Mapping[str, Any]) -> float |
     return _combine([min(phased, step), *whole], step)
 
 
+def measured_base_ms(diagnosis: Any) -> float | None:
+    """The step a diagnosis's gain was measured on, as the script runs it, where the trial measured it (None for
+    an estimate, made on the recorded step). ``diagnosis``: a Diagnosis or its dict."""
+    get = diagnosis.get if isinstance(diagnosis, Mapping) else lambda key: getattr(diagnosis, key, None)
+    if get("gain_source") != "trial":
+        return None
+    return _number((get("measured") or {}).get("base_ms"))
+
+
 def _recorded_ms(row: Mapping[str, Any], step: float | None) -> float:
     """A diagnosis's gain on the recorded step, as the estimates are made: a gain the trial measured on the steps
     as the script runs them is taken as the same share of the recorded step."""
     gain = float(row["impact_ms"])
-    base = _number((row.get("measured") or {}).get("base_ms")) if row.get("gain_source") == "trial" else None
+    base = measured_base_ms(row)
     return gain / base * step if base and step else gain
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from advisor import __version__
 from advisor.knowledge import find_entry, parse_entry
+from advisor.engine.story import measured_base_ms
 from advisor.report.artifacts import artifacts, environment
 from advisor.report.charts import rank_times, report_charts, straggler
 from advisor.report.sources import locations, module_path, source_context
@@ -102,7 +103,7 @@ def _diagnoses(raw: list[dict[str, Any]], facts: Mapping[str, Any], units: Mappi
         view["fix_short"] = first_sentence(diag.get("fix", ""))
         impact = diag.get("impact_ms")
         # a measured gain is a share of the step as the script runs it, not of the recorded one
-        base = (diag.get("measured") or {}).get("base_ms") if diag.get("gain_source") == "trial" else step
+        base = measured_base_ms(diag) if diag.get("gain_source") == "trial" else step
         view["impact_share"] = impact / base if isinstance(impact, (int, float)) and isinstance(base, (int, float)) \
             and base > 0 else None
         view["trial_text"] = trial_text(diag) or not_tried_text(diag, facts)

@@ -159,7 +159,7 @@ def _trial_collect(ctx: StageContext) -> Collected:
         ctx.progress(f"trying {', '.join(plan.knobs)} on the script's steps (blocks of {plan.block_steps} steps)")
     path, result = run_trial(ctx.config, ctx.stage_dir, plan, timeout_s=_system_timeout(ctx),
                              nproc_per_node=_ranks(ctx))
-    return Collected([path], sorted(ctx.stage_dir.iterdir()), ctx.run_meta.get("reproduce") or None,
+    return Collected([path], sorted(ctx.stage_dir.iterdir()), _trial_command(ctx),
                      [f"tried {', '.join(plan.knobs)}; the trial run {result.outcome}"])
 
 
